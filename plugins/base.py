@@ -53,6 +53,11 @@ class CommitTurn:
 
 
 @dataclass(frozen=True, slots=True)
+class DiscardAudio:
+    """``input_audio_buffer.clear``: forget the uncommitted user audio."""
+
+
+@dataclass(frozen=True, slots=True)
 class Respond:
     """``response.create`` with no new input: answer the conversation so far."""
 

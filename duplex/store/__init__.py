@@ -1,0 +1,20 @@
+"""Persistence adapter: the ``SessionStore`` protocol and its Redis implementation.
+
+Layout: ``base`` (protocol, record), ``redis_store`` (the store), ``scripts/``
+(one Lua script per mutation), ``client`` (``connect``), ``embedded`` (the
+Valkey child process used when no Redis URL is configured).
+"""
+
+from duplex.store.base import SessionRecord, SessionStore, StoreConflict
+from duplex.store.client import connect
+from duplex.store.embedded import EmbeddedValkey
+from duplex.store.redis_store import RedisSessionStore
+
+__all__ = [
+    "EmbeddedValkey",
+    "RedisSessionStore",
+    "SessionRecord",
+    "SessionStore",
+    "StoreConflict",
+    "connect",
+]

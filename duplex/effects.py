@@ -1,0 +1,71 @@
+"""What the session core asks its runner to do: commands it pulls after each input.
+
+The runner executes them in order. ``Emit`` events are stamped with
+``server_event_seq``, journaled, then sent (I4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from duplex.events import Event
+from duplex.fence import Fence
+
+
+@dataclass(frozen=True, slots=True)
+class Emit:
+    event: Event
+
+
+@dataclass(frozen=True, slots=True)
+class CommitAudio:
+    """End the user's turn in stage 0; ``respond`` starts the reply for ``fence.turn_id``."""
+
+    fence: Fence
+    item_id: str
+    respond: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DiscardAudio:
+    """Forget the user audio stage 0 holds for the uncommitted turn."""
+
+    fence: Fence
+
+
+@dataclass(frozen=True, slots=True)
+class StartResponse:
+    """Ask the thinker to answer the conversation so far (``response.create``)."""
+
+    fence: Fence
+    response_id: str
+    instructions: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class AbortEpoch:
+    """Cancel everything of ``cancelled`` (an older epoch): stage requests, queued media."""
+
+    cancelled: Fence
+    current: Fence
+
+
+@dataclass(frozen=True, slots=True)
+class SaveItem:
+    item_id: str
+    item: Event
+    previous_item_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetItem:
+    item_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class SaveConfig:
+    pass
+
+
+Effect = Emit | CommitAudio | DiscardAudio | StartResponse | AbortEpoch | SaveItem | ForgetItem | \
+    SaveConfig

@@ -1,0 +1,520 @@
+"""The session core: one conversation's protocol logic, sans I/O.
+
+Theory of operation. The runner feeds the core *inputs* one at a time — client
+commands, VAD events, projected stage outputs — and after each one pulls the
+*effects* (``duplex.effects``) and executes them in order. The core never
+awaits, never reads a clock and never touches audio samples: it counts
+milliseconds and builds events.
+
+The fence ``(session, incarnation, epoch, turn_id)``: ``epoch`` grows once per
+accepted cancel or barge-in (I2); ``turn_id`` counts model turns, one per
+response. Stage output is accepted only for the live epoch *and* the active
+response's turn (I1); everything else is dropped silently.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from duplex import commands as c
+from duplex import effects as fx
+from duplex import events as ev
+from duplex.config import SessionConfig, apply_update
+from duplex.errors import InvalidRequest, SessionStateError
+from duplex.events import ServerEvent as E
+from duplex.fence import Fence, apply_cancel, is_current_epoch
+from duplex.ledger import PlaybackLedger
+from duplex.turns import (
+    ResponseEvent,
+    ResponseStatus,
+    TurnEvent,
+    TurnState,
+    next_response_status,
+    next_turn_state,
+)
+
+MIN_COMMIT_MS = 100.0  # OpenAI refuses commits of less than 100 ms of audio
+KEEP_LEDGERS = 8  # finished responses whose playback can still be acked
+
+
+@dataclass(slots=True)
+class Response:
+    id: str
+    item_id: str
+    fence: Fence
+    modalities: tuple[str, ...]
+    metadata: Any
+    out_of_band: bool
+    ledger: PlaybackLedger
+    status: ResponseStatus = ResponseStatus.IN_PROGRESS
+
+    @property
+    def audio(self) -> bool:
+        return "audio" in self.modalities
+
+
+@dataclass(slots=True)
+class InputBuffer:
+    ms: float = 0.0  # audio appended since the last commit/clear
+    item_id: str | None = None  # id the next committed user item will get
+    speech_start_ms: int | None = None
+
+
+@dataclass(slots=True)
+class SessionCore:
+    fence: Fence
+    config: SessionConfig = field(default_factory=SessionConfig)
+    turn_state: TurnState = TurnState.IDLE
+    items: OrderedDict[str, ev.Event] = field(default_factory=OrderedDict)
+    response: Response | None = None
+    input: InputBuffer = field(default_factory=InputBuffer)
+    deferred_response: bool = False
+    counter: int = 0
+    _ledgers: OrderedDict[str, PlaybackLedger] = field(default_factory=OrderedDict)
+    _effects: list[fx.Effect] = field(default_factory=list)
+
+    # -- plumbing ---------------------------------------------------------------
+
+    def effects(self) -> list[fx.Effect]:
+        """Pull the effects of the inputs handled so far (call after every input)."""
+        out, self._effects = self._effects, []
+        return out
+
+    def _emit(self, kind: E, **fields: Any) -> None:
+        self._effects.append(fx.Emit(ev.event(kind, **fields)))
+
+    def _new_id(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}_{self.fence.incarnation}x{self.counter}"
+
+    def _turn(self, event: TurnEvent) -> None:
+        self.turn_state = next_turn_state(self.turn_state, event)
+
+    @property
+    def closed(self) -> bool:
+        return self.turn_state is TurnState.CLOSED
+
+    def _require_open(self) -> None:
+        if self.closed:
+            raise SessionStateError("the session is closed", code="session_closed")
+
+    # -- session ----------------------------------------------------------------
+
+    def created_event(self, resume_token: str | None) -> ev.Event:
+        return ev.event(E.SESSION_CREATED, session=self.config.wire(self.fence.session_id),
+                        resume_token=resume_token)
+
+    def update_session(self, cmd: c.UpdateSession) -> None:
+        self._require_open()
+        self.config = apply_update(self.config, cmd.session)
+        self._effects.append(fx.SaveConfig())
+        self._emit(E.SESSION_UPDATED, session=self.config.wire(self.fence.session_id))
+
+    def heartbeat(self) -> None:
+        self._emit(E.HEARTBEAT_ACK)
+
+    def close(self, reason: str) -> None:
+        """Stop accepting input; cancels a running response without events.
+
+        The terminal ``session.closed``/``session.expired`` is the runner's to
+        emit, after stage cleanup (I5).
+        """
+        if self.closed:
+            return
+        if self.response is not None:
+            old = self.fence
+            self.fence = apply_cancel(self.fence, self.fence.epoch).fence
+            self.response = None
+            self._effects.append(fx.AbortEpoch(old, self.fence))
+        self._turn(TurnEvent.CLOSE)
+
+    # -- user audio -------------------------------------------------------------
+
+    def audio_appended(self, duration_ms: float) -> None:
+        self._require_open()
+        self.input.ms += duration_ms
+
+    def _input_item_id(self) -> str:
+        if self.input.item_id is None:
+            self.input.item_id = self._new_id("item")
+        return self.input.item_id
+
+    def speech_started(self, audio_ms: int) -> None:
+        """Server VAD heard speech start; may barge in on the active response."""
+        if self.closed:
+            return
+        self.input.speech_start_ms = audio_ms
+        self._emit(E.SPEECH_STARTED, audio_start_ms=audio_ms, item_id=self._input_item_id())
+        td = self.config.turn_detection
+        if self.response is not None and td is not None and td.interrupt_response:
+            self._cancel(reason="turn_detected")
+        self._turn(TurnEvent.SPEECH_STARTED)
+
+    def speech_stopped(self, audio_ms: int) -> None:
+        if self.closed:
+            return
+        self._emit(E.SPEECH_STOPPED, audio_end_ms=audio_ms, item_id=self._input_item_id())
+        self._turn(TurnEvent.SPEECH_STOPPED)
+        td = self.config.turn_detection
+        self._commit(respond=td is not None and td.create_response, by_vad=True)
+
+    def commit(self, cmd: c.CommitInput) -> None:
+        self._require_open()
+        if self.input.ms < MIN_COMMIT_MS:
+            raise InvalidRequest(
+                f"buffer too small: {self.input.ms:.0f} ms of audio, at least "
+                f"{MIN_COMMIT_MS:.0f} ms needed", code="input_audio_buffer_commit_empty")
+        self._commit(respond=self.config.turn_detection is not None
+                     and self.config.turn_detection.create_response, by_vad=False)
+
+    def _commit(self, *, respond: bool, by_vad: bool) -> None:
+        item_id = self._input_item_id()
+        previous = next(reversed(self.items), None)
+        item = ev.user_audio_item(item_id, None)
+        self.items[item_id] = item
+        self.input = InputBuffer()
+        self._emit(E.INPUT_COMMITTED, previous_item_id=previous, item_id=item_id)
+        self._emit(E.ITEM_ADDED, previous_item_id=previous, item=item)
+        self._emit(E.ITEM_DONE, previous_item_id=previous, item=item)
+        self._effects.append(fx.SaveItem(item_id, item, previous))
+        self._turn(TurnEvent.INPUT_COMMITTED)
+        if respond and self.response is not None:
+            self.deferred_response = True  # answer once the active response ends
+            respond = False
+        if respond:
+            response = self._open_response(None)
+            self._effects.append(fx.CommitAudio(response.fence, item_id, respond=True))
+        else:
+            self._effects.append(fx.CommitAudio(self.fence, item_id, respond=False))
+
+    def clear_input(self) -> None:
+        self._require_open()
+        self.input = InputBuffer()
+        self._effects.append(fx.DiscardAudio(self.fence))
+        self._emit(E.INPUT_CLEARED)
+        self._turn(TurnEvent.INPUT_CLEARED)
+
+    def transcript(self, item_id: str, text: str) -> None:
+        """The listener's words for a committed user item."""
+        item = self.items.get(item_id)
+        if item is None or self.closed:
+            return
+        item["content"] = [{"type": "input_audio", "transcript": text}]
+        self._effects.append(fx.SaveItem(item_id, item, None))
+        if self.config.transcription is not None:
+            self._emit(E.TRANSCRIPTION_COMPLETED, item_id=item_id, content_index=0,
+                       transcript=text, usage=None)
+
+    # -- responses --------------------------------------------------------------
+
+    def create_response(self, cmd: c.CreateResponse) -> None:
+        self._require_open()
+        if self.response is not None:
+            raise SessionStateError(
+                f"conversation already has an active response {self.response.id}",
+                code="conversation_already_has_active_response")
+        response = self._open_response(cmd)
+        self._effects.append(fx.StartResponse(response.fence, response.id, cmd.instructions))
+
+    def _open_response(self, cmd: c.CreateResponse | None) -> Response:
+        self.fence = self.fence.with_turn(self.fence.turn_id + 1)
+        rid = self._new_id("resp")
+        item_id = self._new_id("item")
+        modalities = (cmd.output_modalities if cmd and cmd.output_modalities
+                      else self.config.output_modalities)
+        response = Response(rid, item_id, self.fence, modalities,
+                            cmd.metadata if cmd else None, bool(cmd and cmd.out_of_band),
+                            PlaybackLedger(rid, item_id))
+        self.response = response
+        self._turn(TurnEvent.RESPONSE_STARTED)
+        self._emit(E.RESPONSE_CREATED, response=self._response_object(response))
+        item = self._assistant_item(response, "in_progress")
+        self._emit(E.OUTPUT_ITEM_ADDED, response_id=rid, output_index=0, item=item)
+        previous = next(reversed(self.items), None)
+        if not response.out_of_band:
+            self._emit(E.ITEM_ADDED, previous_item_id=previous, item=item)
+        part = ({"type": "output_audio", "transcript": ""} if response.audio
+                else {"type": "output_text", "text": ""})
+        self._emit(E.CONTENT_PART_ADDED, response_id=rid, item_id=item_id, output_index=0,
+                   content_index=0, part=part)
+        return response
+
+    def _assistant_item(self, response: Response, status: str) -> ev.Event:
+        heard = response.ledger.text_heard()
+        return ev.assistant_item(response.item_id, status, heard, audio=response.audio)
+
+    def _response_object(self, r: Response, reason: str | None = None) -> ev.Event:
+        output = [] if r.status is ResponseStatus.IN_PROGRESS else [
+            self._assistant_item(r, "completed" if r.status is ResponseStatus.COMPLETED
+                                 else "incomplete")]
+        return ev.response_object(r.id, r.status.value, modalities=r.modalities,
+                                  output=output, reason=reason, metadata=r.metadata,
+                                  conversation_id=None if r.out_of_band else "conv_"
+                                  + self.fence.session_id)
+
+    def _accepts(self, fence: Fence) -> Response | None:
+        r = self.response
+        if r is None or not is_current_epoch(self.fence, fence) or fence.turn_id != r.fence.turn_id:
+            return None
+        return r
+
+    def assistant_audio(self, fence: Fence, audio_b64: str, duration_ms: float,
+                        text: str) -> bool:
+        """A chunk of reply audio and its words; False when dropped as stale."""
+        r = self._accepts(fence)
+        if r is None or self.closed:
+            return False
+        r.ledger.book(duration_ms, text)
+        r.ledger.mark_sent(r.ledger.generated_ms)
+        common = {"response_id": r.id, "item_id": r.item_id, "output_index": 0,
+                  "content_index": 0}
+        if r.audio:
+            self._emit(E.AUDIO_DELTA, **common, delta=audio_b64)
+            if text:
+                self._emit(E.AUDIO_TRANSCRIPT_DELTA, **common, delta=text)
+        elif text:
+            self._emit(E.TEXT_DELTA, **common, delta=text)
+        return True
+
+    def response_end(self, fence: Fence) -> None:
+        r = self._accepts(fence)
+        if r is not None and not self.closed:
+            self._finish(r, ResponseEvent.FINISH, None)
+
+    def stage_failed(self, fence: Fence, message: str) -> None:
+        r = self._accepts(fence)
+        if r is None or self.closed:
+            return
+        self._emit(E.ERROR, error={"type": "server_error", "code": "runtime_stage_failed",
+                                   "message": message, "param": None, "event_id": None})
+        self._finish(r, ResponseEvent.FAIL, "stage_failed")
+
+    def _finish(self, r: Response, event: ResponseEvent, reason: str | None) -> None:
+        """Emit the closing sequence of ``r`` (research/peers.md §3.1 order)."""
+        r.status = next_response_status(r.status, event)
+        common = {"response_id": r.id, "item_id": r.item_id, "output_index": 0,
+                  "content_index": 0}
+        heard = r.ledger.text_heard()
+        if r.audio:
+            self._emit(E.AUDIO_DONE, **common)
+            self._emit(E.AUDIO_TRANSCRIPT_DONE, **common, transcript=heard)
+            part: ev.Event = {"type": "output_audio", "transcript": heard}
+        else:
+            self._emit(E.TEXT_DONE, **common, text=heard)
+            part = {"type": "output_text", "text": heard}
+        self._emit(E.CONTENT_PART_DONE, **common, part=part)
+        status = "completed" if r.status is ResponseStatus.COMPLETED else "incomplete"
+        item = self._assistant_item(r, status)
+        self._emit(E.OUTPUT_ITEM_DONE, response_id=r.id, output_index=0, item=item)
+        if not r.out_of_band:
+            previous = next(reversed(self.items), None)
+            self.items[r.item_id] = item
+            self._effects.append(fx.SaveItem(r.item_id, item, previous))
+            self._emit(E.ITEM_DONE, previous_item_id=previous, item=item)
+        self._emit(E.RESPONSE_DONE, response=self._response_object(r, reason))
+        self._emit(E.RATE_LIMITS_UPDATED, rate_limits=[])
+        self._keep_ledger(r.ledger)
+        self.response = None
+        self._turn(TurnEvent.RESPONSE_ENDED)
+        if self.deferred_response and event is ResponseEvent.FINISH:
+            self.deferred_response = False
+            nxt = self._open_response(None)
+            self._effects.append(fx.StartResponse(nxt.fence, nxt.id, None))
+
+    def _keep_ledger(self, ledger: PlaybackLedger) -> None:
+        self._ledgers[ledger.item_id] = ledger
+        while len(self._ledgers) > KEEP_LEDGERS:
+            self._ledgers.popitem(last=False)
+
+    def cancel_response(self, cmd: c.CancelResponse) -> None:
+        self._require_open()
+        r = self.response
+        if r is None:
+            raise SessionStateError("there is no active response to cancel",
+                                    code="response_cancel_not_active")
+        if cmd.response_id is not None and cmd.response_id != r.id:
+            raise SessionStateError(f"response {cmd.response_id} is not active",
+                                    code="response_not_active", param="response_id")
+        self._cancel(reason="client_cancelled")
+
+    def clear_output_audio(self) -> None:
+        """``output_audio_buffer.clear``: stop the audio; cancels a running response."""
+        self._require_open()
+        response_id = self.response.id if self.response else None
+        if self.response is not None:
+            self._cancel(reason="client_cancelled")
+        self._emit(E.OUTPUT_AUDIO_CLEARED, response_id=response_id)
+
+    def _cancel(self, *, reason: str) -> None:
+        """Bump the epoch once (I2), abort the old epoch's work, then emit the terminals."""
+        r = self.response
+        assert r is not None
+        old = self.fence
+        self.fence = apply_cancel(self.fence, r.fence.epoch).fence
+        self.deferred_response = False
+        self._effects.append(fx.AbortEpoch(old, self.fence))
+        # History keeps what was sent at most; a truncate/ack lowers it further (I6).
+        if r.ledger.heard_ms is None:
+            r.ledger.heard_ms = r.ledger.sent_ms
+        self._finish(r, ResponseEvent.CANCEL, reason)
+
+    # -- conversation items -----------------------------------------------------
+
+    def create_item(self, cmd: c.CreateItem) -> None:
+        self._require_open()
+        item = dict(cmd.item)
+        if item.get("type", "message") != "message":
+            raise InvalidRequest("only 'message' items are supported", code="invalid_value",
+                                 param="item.type")
+        role = item.get("role")
+        if role not in ("user", "assistant", "system"):
+            raise InvalidRequest("item.role must be user, assistant or system",
+                                 code="invalid_value", param="item.role")
+        content = item.get("content")
+        if not isinstance(content, list) or not all(isinstance(p, Mapping) for p in content):
+            raise InvalidRequest("item.content must be a list of content parts",
+                                 code="invalid_value", param="item.content")
+        item_id = item.get("id") or self._new_id("item")
+        if not isinstance(item_id, str) or item_id in self.items:
+            raise InvalidRequest(f"item id {item_id!r} already exists", code="invalid_value",
+                                 param="item.id")
+        previous = cmd.previous_item_id
+        if previous is not None and previous not in self.items:
+            raise InvalidRequest(f"previous item {previous!r} not found",
+                                 code="item_not_found", param="previous_item_id")
+        item.update(id=item_id, object="realtime.item", type="message",
+                    status="completed")
+        self._insert(item_id, item, previous)
+        self._effects.append(fx.SaveItem(item_id, item, previous))
+        after = previous if previous is not None else self._before(item_id)
+        self._emit(E.ITEM_ADDED, previous_item_id=after, item=item)
+        self._emit(E.ITEM_DONE, previous_item_id=after, item=item)
+
+    def _insert(self, item_id: str, item: ev.Event, previous: str | None) -> None:
+        if previous is None:
+            self.items[item_id] = item
+            return
+        rebuilt: OrderedDict[str, ev.Event] = OrderedDict()
+        for key, value in self.items.items():
+            rebuilt[key] = value
+            if key == previous:
+                rebuilt[item_id] = item
+        self.items = rebuilt
+
+    def _before(self, item_id: str) -> str | None:
+        keys = list(self.items)
+        index = keys.index(item_id)
+        return keys[index - 1] if index else None
+
+    def _item(self, item_id: str) -> ev.Event:
+        item = self.items.get(item_id)
+        if item is None:
+            raise InvalidRequest(f"item {item_id!r} not found", code="item_not_found",
+                                 param="item_id")
+        return item
+
+    def retrieve_item(self, cmd: c.RetrieveItem) -> None:
+        self._emit(E.ITEM_RETRIEVED, item=self._item(cmd.item_id))
+
+    def delete_item(self, cmd: c.DeleteItem) -> None:
+        self._require_open()
+        self._item(cmd.item_id)
+        del self.items[cmd.item_id]
+        self._effects.append(fx.ForgetItem(cmd.item_id))
+        self._emit(E.ITEM_DELETED, item_id=cmd.item_id)
+
+    def _ledger_for(self, item_id: str) -> PlaybackLedger | None:
+        if self.response is not None and self.response.item_id == item_id:
+            return self.response.ledger
+        return self._ledgers.get(item_id)
+
+    def truncate_item(self, cmd: c.TruncateItem) -> None:
+        """Cut an assistant item to the audio the user heard (I6)."""
+        self._require_open()
+        ledger = self._ledger_for(cmd.item_id)
+        if ledger is None:
+            self._item(cmd.item_id)  # raises item_not_found for unknown ids
+            raise InvalidRequest("only assistant audio items can be truncated",
+                                 code="invalid_value", param="item_id")
+        if cmd.content_index != 0:
+            raise InvalidRequest("content_index must be 0", code="invalid_value",
+                                 param="content_index")
+        ledger.truncate(cmd.audio_end_ms)
+        self._apply_heard(ledger)
+        self._emit(E.ITEM_TRUNCATED, item_id=cmd.item_id, content_index=0,
+                   audio_end_ms=cmd.audio_end_ms)
+
+    def _apply_heard(self, ledger: PlaybackLedger) -> None:
+        item = self.items.get(ledger.item_id)
+        if item is None:
+            return  # still streaming: _finish stores the truncated text
+        heard = ledger.text_heard()
+        audio = any(p.get("type") == "output_audio" for p in item.get("content", []))
+        item["content"] = ev.assistant_item(ledger.item_id, "incomplete", heard,
+                                            audio=audio)["content"]
+        item["status"] = "incomplete"
+        self._effects.append(fx.SaveItem(ledger.item_id, item, None))
+
+    def playback_ack(self, cmd: c.PlaybackAck) -> None:
+        self._require_open()
+        item_id = cmd.item_id
+        if item_id is None and cmd.response_id is not None:
+            item_id = next((lg.item_id for lg in self._all_ledgers()
+                            if lg.response_id == cmd.response_id), None)
+        if item_id is None and self.response is not None:
+            item_id = self.response.item_id
+        ledger = self._ledger_for(item_id) if item_id else None
+        if ledger is None:
+            raise InvalidRequest("no assistant audio to acknowledge",
+                                 code="playback_item_not_found", param="item_id")
+        played = min(cmd.played_ms, ledger.generated_ms)
+        if cmd.truncate:
+            ledger.truncate(played)
+            self._apply_heard(ledger)
+        self._emit(E.PLAYBACK_ACKNOWLEDGED, item_id=ledger.item_id,
+                   response_id=ledger.response_id, played_ms=played,
+                   truncated=cmd.truncate, generated_ms=ledger.generated_ms)
+
+    def _all_ledgers(self) -> Sequence[PlaybackLedger]:
+        current = [self.response.ledger] if self.response else []
+        return [*current, *self._ledgers.values()]
+
+    def history(self) -> list[tuple[str, str]]:
+        """``(role, text)`` of the honest history, oldest first, for model context."""
+        return [(str(item.get("role")), ev.item_text(item)) for item in self.items.values()]
+
+
+def apply_command(core: SessionCore, cmd: c.Command) -> bool:
+    """Route a conversation command to the core; False for transport commands
+    (heartbeat, ack, close, resume, audio append) that the runner owns."""
+    match cmd:
+        case c.UpdateSession():
+            core.update_session(cmd)
+        case c.CommitInput():
+            core.commit(cmd)
+        case c.ClearInput():
+            core.clear_input()
+        case c.CreateResponse():
+            core.create_response(cmd)
+        case c.CancelResponse():
+            core.cancel_response(cmd)
+        case c.ClearOutputAudio():
+            core.clear_output_audio()
+        case c.CreateItem():
+            core.create_item(cmd)
+        case c.RetrieveItem():
+            core.retrieve_item(cmd)
+        case c.DeleteItem():
+            core.delete_item(cmd)
+        case c.TruncateItem():
+            core.truncate_item(cmd)
+        case c.PlaybackAck():
+            core.playback_ack(cmd)
+        case c.Heartbeat():
+            core.heartbeat()
+        case _:
+            return False
+    return True

@@ -1,0 +1,41 @@
+"""The Lua scripts, read from package files and registered on a client.
+
+``_lib.lua`` is prepended to each script so the fence and lease rules exist
+once. ``register_script`` objects re-load themselves on NOSCRIPT (a restarted
+server has an empty script cache).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from importlib import resources
+
+import redis.asyncio as aioredis
+from redis.commands.core import AsyncScript
+
+
+def _source(name: str) -> str:
+    return (resources.files(__package__) / "scripts" / f"{name}.lua").read_text("utf-8")
+
+
+@dataclass(frozen=True, slots=True)
+class Scripts:
+    open: AsyncScript
+    renew: AsyncScript
+    bump_epoch: AsyncScript
+    append_events: AsyncScript
+    trim_journal: AsyncScript
+    history_append: AsyncScript
+    history_replace: AsyncScript
+    history_delete: AsyncScript
+    close: AsyncScript
+    detach: AsyncScript
+    resume: AsyncScript
+
+    @classmethod
+    def register(cls, client: aioredis.Redis) -> Scripts:
+        lib = _source("_lib")
+        loaded = {
+            f.name: client.register_script(lib + "\n" + _source(f.name)) for f in fields(cls)
+        }
+        return cls(**loaded)

@@ -1,0 +1,48 @@
+"""Redis key names (DESIGN §5).
+
+All keys of one session carry the hash tag ``{sid}`` so a script touching
+them stays on one slot; the owner's set carries ``{owner}``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from duplex.errors import InvalidRequest
+
+LEASES = "dg:leases"  # zset: sid -> lease deadline (ms); the reaper's index
+
+# Braces would break the hash tag; ids are server-allocated, so be strict.
+_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
+
+
+def checked_id(value: str, what: str = "session id") -> str:
+    if not _ID.fullmatch(value):
+        code = "invalid_" + what.replace(" ", "_")
+        raise InvalidRequest(f"malformed {what}: {value[:40]!r}", code=code)
+    return value
+
+
+def meta(sid: str) -> str:
+    return f"dg:{{{sid}}}:meta"
+
+
+def journal(sid: str) -> str:
+    return f"dg:{{{sid}}}:journal"
+
+
+def history(sid: str) -> str:
+    return f"dg:{{{sid}}}:history"
+
+
+def items(sid: str) -> str:
+    return f"dg:{{{sid}}}:items"
+
+
+def owner_sessions(owner: str) -> str:
+    return f"dg:owner:{{{owner}}}:sessions"
+
+
+def session_keys(sid: str) -> list[str]:
+    """Every per-session key, for expiry on close."""
+    return [meta(sid), journal(sid), history(sid), items(sid)]

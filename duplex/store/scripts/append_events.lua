@@ -1,0 +1,39 @@
+-- I4: journal a contiguous run of server events in one round trip.
+-- Seqs already journaled are skipped (a re-sent batch is never stored twice).
+-- KEYS: meta, journal, leases
+-- ARGV: sid, owner, incarnation, max_len, now ('' = keep), epoch ('' = keep),
+--       turn_id ('' = keep), then pairs of (stream id "<seq>-1", event JSON)
+local meta, journal = KEYS[1], KEYS[2]
+fenced(meta, ARGV[2], ARGV[3])
+local FIRST = 8
+local last = tonumber(redis.call('HGET', meta, 'last_seq'))
+
+local seqs, prev = {}, nil
+for i = FIRST, #ARGV, 2 do
+  local seq = tonumber(string.match(ARGV[i], '^(%d+)%-'))
+  if prev and seq ~= prev + 1 then
+    fail('JOURNAL_GAP', 'batch jumps from seq ' .. prev .. ' to ' .. seq)
+  end
+  if not prev and seq > last + 1 then
+    fail('JOURNAL_GAP', 'seq ' .. seq .. ' does not follow the journaled ' .. last)
+  end
+  seqs[#seqs + 1], prev = seq, seq
+end
+
+for n, seq in ipairs(seqs) do
+  if seq > last then
+    local at = FIRST + 2 * (n - 1)
+    redis.call('XADD', journal, 'MAXLEN', '~', ARGV[4], ARGV[at], 'event', ARGV[at + 1])
+  end
+end
+if prev and prev > last then
+  last = prev
+  redis.call('HSET', meta, 'last_seq', last)
+end
+raise_to(meta, 'epoch', ARGV[6])
+raise_to(meta, 'turn_id', ARGV[7])
+if ARGV[5] ~= '' then
+  touch(meta, ARGV[5])
+  index_lease(KEYS[3], meta, ARGV[1])
+end
+return last

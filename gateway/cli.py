@@ -1,0 +1,88 @@
+"""``duplex-gateway``: the command line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import socket
+import sys
+from dataclasses import replace
+
+from gateway.config import GatewayConfig, add_serve_arguments, from_args
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="duplex-gateway",
+        description="Real-time full-duplex voice gateway (OpenAI Realtime compatible, "
+                    "Redis-leased resumable sessions).")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser(
+        "serve", help="run the gateway and the browser demo",
+        description="Run the gateway. Every flag can also be set by the environment "
+                    "variable shown; REDIS_URL is accepted as is. With no Redis URL an "
+                    "embedded Valkey starts under --data-dir and dies with the gateway.")
+    add_serve_arguments(serve)
+    return parser
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(512)
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(config: GatewayConfig) -> int:
+    import uvicorn
+
+    from duplex.errors import StoreUnavailable
+    from duplex.store.embedded import EmbeddedValkey
+    from gateway.app import create_app
+
+    logging.basicConfig(level=config.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    embedded = None
+    if config.redis_url is None:
+        embedded = EmbeddedValkey(config.data_dir / "valkey")
+        try:
+            config = replace(config, redis_url=embedded.start())
+        except StoreUnavailable as exc:
+            print(f"duplex-gateway: cannot start the embedded Valkey: {exc}", file=sys.stderr)
+            return 1
+    try:
+        try:
+            sock = _listen(config.host, config.port)
+        except OSError as exc:
+            print(f"duplex-gateway: cannot listen on {config.host}:{config.port}: {exc}",
+                  file=sys.stderr)
+            return 1
+        host, port = sock.getsockname()[:2]
+        shown = f"[{host}]" if ":" in host else host
+        ready = (f"duplex-gateway ready: http://{shown}:{port}/  "
+                 f"(plugin {config.plugin}, realtime ws://{shown}:{port}/v1/realtime)")
+        app = create_app(config, on_ready=ready)
+        server = uvicorn.Server(uvicorn.Config(
+            app, log_level=config.log_level, lifespan="on",
+            ws_max_size=max(16 * 1024 * 1024, 2 * config.max_message_bytes),
+            ws_ping_interval=20.0, ws_ping_timeout=20.0))
+        asyncio.run(server.serve(sockets=[sock]))
+        return 0
+    finally:
+        if embedded is not None:
+            embedded.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _build_parser().parse_args(argv)
+    if args.command == "serve":
+        return serve(from_args(args))
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""Gateway configuration: command-line flags, each also read from the environment.
+
+Every flag ``--some-flag`` has the variable ``DUPLEX_GATEWAY_SOME_FLAG``; a flag
+given on the command line wins. ``REDIS_URL`` is accepted as it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+ENV_PREFIX = "DUPLEX_GATEWAY_"
+
+
+def default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "duplex-gateway"
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    plugin: str = "tone"
+    redis_url: str | None = None
+    data_dir: Path = Path()
+    api_key: str | None = None
+    max_sessions: int = 64
+    max_sessions_per_process: int = 0
+    disconnect_grace_s: float = 30.0
+    idle_ttl_s: float = 300.0
+    output_lead_ms: float = 500.0
+    max_message_bytes: int = 4 * 1024 * 1024
+    max_pending_commands: int = 512
+    journal_max_events: int = 20000
+    log_level: str = "info"
+
+
+# flag → (type, help); defaults come from GatewayConfig
+_FLAGS: dict[str, tuple[Any, str]] = {
+    "host": (str, "interface to listen on"),
+    "port": (int, "TCP port (0 picks a free one)"),
+    "plugin": (str, "model plugin: tone, or a dotted path module:Class"),
+    "redis_url": (str, "Redis/Valkey URL (redis://, rediss://, unix://); "
+                       "unset: start an embedded Valkey under --data-dir"),
+    "data_dir": (Path, "where the embedded Valkey keeps its socket and AOF"),
+    "api_key": (str, "require this key (Authorization: Bearer, or the "
+                     "openai-insecure-api-key.<key> WebSocket subprotocol)"),
+    "max_sessions": (int, "open sessions allowed across all gateways on this Redis"),
+    "max_sessions_per_process": (int, "open sessions allowed per gateway process (0: no limit)"),
+    "disconnect_grace_s": (float, "how long a detached session waits for a resume"),
+    "idle_ttl_s": (float, "expire sessions idle this long"),
+    "output_lead_ms": (float, "how far ahead of real time reply audio is sent"),
+    "max_message_bytes": (int, "largest client WebSocket message accepted"),
+    "max_pending_commands": (int, "client commands queued per session before "
+                                  "input_backpressure"),
+    "journal_max_events": (int, "server events kept per session for resume"),
+    "log_level": (str, "debug, info, warning or error"),
+}
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    defaults = GatewayConfig()
+    for name, (kind, text) in _FLAGS.items():
+        env = ENV_PREFIX + name.upper()
+        default = getattr(defaults, name)
+        if name == "data_dir":
+            default = default_data_dir()
+        shown = "unset" if default is None else default
+        parser.add_argument(
+            "--" + name.replace("_", "-"), type=kind, default=None, metavar=name.upper(),
+            help=f"{text} [env {env}; default {shown}]",
+        )
+
+
+def from_args(args: argparse.Namespace, environ: dict[str, str] | None = None) -> GatewayConfig:
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for f in fields(GatewayConfig):
+        kind = _FLAGS[f.name][0]
+        given = getattr(args, f.name, None)
+        if given is None:
+            raw = env.get(ENV_PREFIX + f.name.upper())
+            if raw is None and f.name == "redis_url":
+                raw = env.get("REDIS_URL")
+            if raw is not None and raw != "":
+                try:
+                    given = kind(raw)
+                except ValueError:
+                    raise SystemExit(f"{ENV_PREFIX}{f.name.upper()}={raw!r} is not a valid "
+                                     f"{kind.__name__}") from None
+        if given is not None:
+            values[f.name] = given
+    if "data_dir" not in values:
+        values["data_dir"] = default_data_dir()
+    return GatewayConfig(**values)

@@ -1,0 +1,64 @@
+"""``TonePlugin``: a deterministic stand-in for a voice model, with the same
+three-stage shape as the real ones and no ML.
+
+It hears how long the user spoke, answers ``answer to turn N: one two three …``
+(longer speech, longer answer), and speaks each word as a 200 ms tone whose
+pitch encodes N (see ``decode.decode_turn``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from duplex.config import TurnDetection
+from plugins.base import (
+    Capabilities,
+    Context,
+    Delta,
+    EndOfResponse,
+    HistoryItem,
+    PluginStatus,
+    Speech,
+    StageModel,
+    Transcript,
+    VoiceActivityDetector,
+)
+from plugins.tone.payloads import Heard, SpokenWord
+from plugins.tone.stages import ListenModel, SpeakModel, ThinkModel
+from plugins.tone.vad import EnergyVad
+
+RATE = 24000
+
+
+class TonePlugin:
+    def __init__(self) -> None:
+        self.capabilities = Capabilities(
+            plugin_id="tone", input_rate=RATE, output_rate=RATE, unit_ms=100
+        )
+        self.status = PluginStatus()
+        self._models: tuple[StageModel, ...] = (
+            ListenModel(RATE), ThinkModel(), SpeakModel(RATE),
+        )
+
+    def load(self) -> None:
+        """Nothing to load: the plugin is ready at once."""
+        self.status = PluginStatus(ready=True, detail="ready")
+
+    def stage_models(self) -> Sequence[StageModel]:
+        return self._models
+
+    def create_vad(self, turn_detection: TurnDetection) -> VoiceActivityDetector:
+        return EnergyVad(turn_detection, rate=self.capabilities.input_rate)
+
+    def project(self, stage: int, payload: object) -> Sequence[Delta]:
+        match stage, payload:
+            case 0, Heard(item_id=item_id, transcript=text):
+                return [Transcript(item_id, text)]
+            case 2, SpokenWord(turn_id=turn_id, word=word, pcm=pcm):
+                return [Speech(turn_id, pcm, word + " ")]
+            case 2, EndOfResponse():
+                return [payload]
+        raise TypeError(f"tone stage {stage} has no visible output {type(payload).__name__}")
+
+    def context(self, instructions: str, history: Sequence[HistoryItem]) -> Context:
+        return Context(instructions, tuple(history))

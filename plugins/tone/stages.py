@@ -1,0 +1,143 @@
+"""The three stage models. They hold no state themselves (one instance serves
+every session, on any worker thread); each request's state is what ``open``
+returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from duplex.fence import Fence
+from plugins.base import (
+    AudioUnit,
+    CommitTurn,
+    Context,
+    EndOfResponse,
+    HistoryItem,
+    Pcm,
+    Respond,
+    StageResult,
+)
+from plugins.tone import reply
+from plugins.tone.levels import Framer, frame_len, frame_powers, mean_square, threshold_dbfs
+from plugins.tone.payloads import Clause, Heard, SpokenWord
+from plugins.tone.synth import word_tone
+
+# The listener counts speech at the VAD's default level.
+SPEECH_POWER = mean_square(threshold_dbfs(0.5))
+
+
+def _unexpected(stage: str, payload: object) -> TypeError:
+    return TypeError(f"tone {stage} stage cannot take {type(payload).__name__}")
+
+
+# -- stage 0: listen -------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class ListenState:
+    framer: Framer
+    speech_samples: int = 0
+
+
+class ListenModel:
+    def __init__(self, rate: int) -> None:
+        self.rate = rate
+
+    def open(self, fence: Fence) -> ListenState:
+        return ListenState(Framer(frame_len(self.rate)))
+
+    def step(self, state: ListenState, payload: object) -> Iterator[StageResult]:
+        if isinstance(payload, AudioUnit):
+            self._count(state, state.framer.push(payload.pcm))
+        elif isinstance(payload, CommitTurn):
+            yield StageResult(self._commit(state, payload), segment_finished=True, visible=True)
+        else:
+            raise _unexpected("listen", payload)
+
+    def close(self, state: ListenState) -> None:
+        state.framer.clear()
+
+    def _count(self, state: ListenState, frames: Pcm) -> None:
+        loud = frame_powers(frames) >= SPEECH_POWER
+        state.speech_samples += int(np.count_nonzero(loud)) * frames.shape[-1]
+
+    def _commit(self, state: ListenState, turn: CommitTurn) -> Heard:
+        # A trailing partial frame still counts, judged on its own.
+        tail = state.framer.pending
+        if tail.size:
+            self._count(state, tail.reshape(1, -1))
+        speech_ms = state.speech_samples * 1000 // self.rate
+        state.framer.clear()
+        state.speech_samples = 0
+        return Heard(turn.turn_id, turn.item_id, speech_ms, turn.respond,
+                     reply.transcript(turn.turn_id, speech_ms))
+
+
+# -- stage 1: think --------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class ThinkState:
+    instructions: str = ""
+    history: tuple[HistoryItem, ...] = ()
+    heard: Heard | None = None  # the latest user turn
+
+
+class ThinkModel:
+    def open(self, fence: Fence) -> ThinkState:
+        return ThinkState()
+
+    def step(self, state: ThinkState, payload: object) -> Iterator[StageResult]:
+        if isinstance(payload, Context):
+            state.instructions, state.history = payload.instructions, payload.items
+        elif isinstance(payload, Heard):
+            state.heard = payload
+            if payload.respond:
+                yield from _generate(payload.turn_id, payload.speech_ms, state.instructions)
+        elif isinstance(payload, Respond):
+            speech_ms = state.heard.speech_ms if state.heard else 0
+            instructions = state.instructions if payload.instructions is None \
+                else payload.instructions
+            yield from _generate(payload.turn_id, speech_ms, instructions)
+        else:
+            raise _unexpected("think", payload)
+
+    def close(self, state: ThinkState) -> None:
+        state.heard = None
+
+
+def _generate(turn_id: int, speech_ms: int, instructions: str) -> Iterator[StageResult]:
+    """The reply, one clause at a time, as a streaming thinker would emit it."""
+    words = reply.reply_words(turn_id, reply.word_count(speech_ms, instructions))
+    parts = reply.clauses(words)
+    for i, text in enumerate(parts):
+        clause = Clause(turn_id, text, last=i == len(parts) - 1)
+        yield StageResult(clause, segment_finished=True, visible=False)
+
+
+# -- stage 2: speak --------------------------------------------------------------
+
+
+class SpeakModel:
+    def __init__(self, rate: int) -> None:
+        self.rate = rate
+
+    def open(self, fence: Fence) -> None:
+        return None  # each clause is spoken on its own
+
+    def step(self, state: None, payload: object) -> Iterator[StageResult]:
+        if not isinstance(payload, Clause):
+            raise _unexpected("speak", payload)
+        pcm = word_tone(payload.turn_id, self.rate)
+        for word in payload.text.split():
+            yield StageResult(SpokenWord(payload.turn_id, word, pcm),
+                              segment_finished=True, visible=True)
+        if payload.last:
+            yield StageResult(EndOfResponse(payload.turn_id), segment_finished=True, visible=True)
+
+    def close(self, state: None) -> None:
+        return None
