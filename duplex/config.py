@@ -79,7 +79,9 @@ class SessionConfig:
     output_format: AudioFormat = AudioFormat.PCM16
     turn_detection: TurnDetection | None = TurnDetection()
     voice: str = "default"
-    transcription: str | None = None  # model name; None = no user transcripts
+    # model name; None = no user transcripts. On by default: a voice gateway's users
+    # expect to see what they said (OpenAI's default is off).
+    transcription: str | None = "default"
     max_output_tokens: int | None = None
 
     def wire(self, session_id: str, *, beta: bool = False) -> dict[str, object]:

@@ -50,12 +50,13 @@ class PlaybackLedger:
         min-wins, so a later, larger ack cannot undo a truncate.
         """
         if audio_end_ms < 0:
-            raise InvalidRequest("audio_end_ms must be >= 0", param="audio_end_ms")
+            raise InvalidRequest("audio_end_ms must be >= 0", code="invalid_value",
+                                 param="audio_end_ms")
         if audio_end_ms > self.generated_ms + 0.5:
             raise InvalidRequest(
                 f"audio_end_ms {audio_end_ms:.0f} is past the {self.generated_ms:.0f} ms "
                 "of audio generated",
-                param="audio_end_ms",
+                code="invalid_value", param="audio_end_ms",
             )
         clamped = min(audio_end_ms, self.generated_ms)
         self.heard_ms = clamped if self.heard_ms is None else min(self.heard_ms, clamped)

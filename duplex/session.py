@@ -88,7 +88,8 @@ class SessionCore:
 
     def _new_id(self, prefix: str) -> str:
         self.counter += 1
-        return f"{prefix}_{self.fence.incarnation}x{self.counter}"
+        # unique across sessions too: a client may hold several at once
+        return f"{prefix}_{self.fence.session_id[-12:]}_{self.fence.incarnation}x{self.counter}"
 
     def _turn(self, event: TurnEvent) -> None:
         self.turn_state = next_turn_state(self.turn_state, event)

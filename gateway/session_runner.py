@@ -329,6 +329,7 @@ class SessionRunner:
         self._audio_lane = deque(d for d in self._audio_lane if is_current_epoch(live, d.fence))
         self.mailbox.purge(Lane.MEDIA, lambda d: is_current_epoch(live, d.fence))
         self._pacer.reset()
+        self.audio.reset_output()
         self._audio_ready.set()  # wake the pacer: what it waits on may be gone
         try:
             await self.store.bump_epoch(self.session_id, self.emitter.owner,

@@ -12,8 +12,9 @@ from duplex.errors import InvalidRequest
 
 LEASES = "dg:leases"  # zset: sid -> lease deadline (ms); the reaper's index
 
-# Braces would break the hash tag; ids are server-allocated, so be strict.
-_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
+# Braces would break the hash tag; whitespace and control characters have no
+# business in an id (a resume id comes from a URL).
+_ID = re.compile(r"[^\s{}\x00-\x1f\x7f]{1,256}")
 
 
 def checked_id(value: str, what: str = "session id") -> str:

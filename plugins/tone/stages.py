@@ -15,6 +15,7 @@ from plugins.base import (
     AudioUnit,
     CommitTurn,
     Context,
+    DiscardAudio,
     EndOfResponse,
     HistoryItem,
     Pcm,
@@ -55,6 +56,9 @@ class ListenModel:
             self._count(state, state.framer.push(payload.pcm))
         elif isinstance(payload, CommitTurn):
             yield StageResult(self._commit(state, payload), segment_finished=True, visible=True)
+        elif isinstance(payload, DiscardAudio):
+            state.framer.clear()
+            state.speech_samples = 0
         else:
             raise _unexpected("listen", payload)
 

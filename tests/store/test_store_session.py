@@ -186,8 +186,11 @@ async def test_close_expires_every_session_key(
 
 async def test_get_unknown_session_and_malformed_ids(store: RedisSessionStore) -> None:
     assert await store.get("nope") is None
-    for bad in ("", "a{b}", "a b", "x" * 200):
+    for bad in ("", "a{b}", "a b", "a\nb", "x" * 300):
         with pytest.raises(InvalidRequest):
             await store.get(bad)
     with pytest.raises(InvalidRequest):
         await open_session(store, "ok", owner="gw{1}")
+    # the gateway's own id shapes pass
+    rec = await open_session(store, "sess_Ab-9_x", owner="host.example.com:4242:beef")
+    assert rec.owner == "host.example.com:4242:beef"

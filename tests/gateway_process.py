@@ -1,0 +1,72 @@
+"""A real ``duplex-gateway serve`` process for end-to-end tests."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+READY = re.compile(r"duplex-gateway ready: http://([^/]+)/")
+REPO = Path(__file__).resolve().parent.parent
+
+
+class GatewayProcess:
+    def __init__(self, data_dir: Path, *, args: Sequence[str] = (),
+                 env: dict[str, str] | None = None) -> None:
+        self.data_dir = data_dir
+        self.args = list(args)
+        self.env = {**os.environ, **(env or {})}
+        self.env.pop("REDIS_URL", None) if "--redis-url" not in self.args and not (
+            env and "REDIS_URL" in env) else None
+        self.proc: subprocess.Popen[str] | None = None
+        self.address = ""
+        self.output: list[str] = []
+
+    @property
+    def http(self) -> str:
+        return f"http://{self.address}"
+
+    @property
+    def ws(self) -> str:
+        return f"ws://{self.address}/v1/realtime"
+
+    def start(self, timeout_s: float = 60.0) -> GatewayProcess:
+        cmd = [sys.executable, "-m", "gateway.cli", "serve", "--port", "0",
+               "--data-dir", str(self.data_dir), *self.args]
+        self.proc = subprocess.Popen(cmd, cwd=REPO, env=self.env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True, bufsize=1)
+        ready = threading.Event()
+        threading.Thread(target=self._pump, args=(ready,), daemon=True).start()
+        if not ready.wait(timeout_s) or not self.address:
+            self.stop()
+            raise RuntimeError("gateway did not become ready:\n" + "".join(self.output[-40:]))
+        return self
+
+    def _pump(self, ready: threading.Event) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.output.append(line)
+            match = READY.search(line)
+            if match and not self.address:
+                self.address = match.group(1)
+                ready.set()
+        ready.set()  # the process ended
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.kill()

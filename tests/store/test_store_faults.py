@@ -1,0 +1,104 @@
+"""The client under faults: explicit retries, restarts, hung and dead servers."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+from redis.asyncio.retry import Retry
+from redis_server import RedisServer
+from store_helpers import OWNER, open_session
+
+from duplex.errors import StoreUnavailable
+from duplex.store import RedisSessionStore, connect
+
+
+@pytest.fixture
+async def aof_server() -> AsyncIterator[RedisServer]:
+    server = RedisServer(appendonly=True).start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def test_connect_pins_retries_protocol_and_timeouts() -> None:
+    client = connect("redis://127.0.0.1:1/0", timeout_s=0.5)
+    kwargs = client.connection_pool.connection_kwargs
+    retry = kwargs["retry"]
+    assert isinstance(retry, Retry) and retry.get_retries() > 0  # from_url's default is 0
+    assert kwargs["protocol"] == 2
+    assert kwargs["socket_timeout"] == kwargs["socket_connect_timeout"] == 0.5
+    assert kwargs["decode_responses"] is True
+
+
+@pytest.mark.parametrize("url", ["http://x", "localhost:6379", "redis+sentinel://x"])
+def test_connect_rejects_other_schemes(url: str) -> None:
+    with pytest.raises(ValueError, match="scheme"):
+        connect(url)
+
+
+async def test_unix_socket_url(redis_server: RedisServer) -> None:
+    store = RedisSessionStore(connect(redis_server.unix_url))
+    try:
+        await store.ping()
+        assert (await open_session(store)).state == "open"
+    finally:
+        await store.close()
+
+
+async def test_restart_is_transparent_and_aof_keeps_the_session(aof_server: RedisServer) -> None:
+    store = RedisSessionStore(connect(aof_server.url))
+    try:
+        await open_session(store)
+        await store.append_events("s1", OWNER, 1, [(1, "a"), (2, "b")], max_len=100)
+        aof_server.kill()
+        aof_server.restart()
+        # the stale pooled connection fails, the retry reconnects, NOSCRIPT reloads
+        assert await store.append_events("s1", OWNER, 1, [(3, "c")], max_len=100) == 3
+        assert await store.read_journal("s1", 0) == [(1, "a"), (2, "b"), (3, "c")]
+    finally:
+        await store.close()
+
+
+async def test_dead_server_is_store_unavailable(redis_server: RedisServer) -> None:
+    store = RedisSessionStore(connect(redis_server.url, timeout_s=0.2, retries=1))
+    try:
+        redis_server.kill()
+        with pytest.raises(StoreUnavailable, match="renew"):
+            await store.renew("s1", OWNER, 1, 0.0)
+    finally:
+        await store.close()
+
+
+async def test_hung_server_fails_within_the_store_deadline(redis_server: RedisServer) -> None:
+    store = RedisSessionStore(connect(redis_server.url, timeout_s=0.3), timeout_s=1.0)
+    try:
+        await store.ping()
+        redis_server.pause()
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable):
+            await open_session(store)
+        assert time.monotonic() - started < 2.0
+        redis_server.resume()
+        await store.ping()  # recovers once the server runs again
+    finally:
+        redis_server.resume()
+        await store.close()
+
+
+async def test_hung_server_fails_on_client_timeouts_alone(redis_server: RedisServer) -> None:
+    # no store deadline: connect()'s socket timeouts and bounded retries must end it
+    store = RedisSessionStore(connect(redis_server.url, timeout_s=0.1, retries=2),
+                              timeout_s=None)
+    try:
+        await store.ping()
+        redis_server.pause()
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable, match="unreachable"):
+            await store.ping()
+        assert time.monotonic() - started < 3.0
+    finally:
+        redis_server.resume()
+        await store.close()
