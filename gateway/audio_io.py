@@ -10,7 +10,6 @@ from duplex.config import AudioFormat
 from gateway.audio import StreamResampler, from_wire, to_wire
 from plugins.base import Pcm
 
-
 # soxr's "quick" quality returns output for every chunk; the default HQ filter
 # holds ~60 ms back, which would delay reply ends and leak past a cancel.
 QUALITY = "QQ"

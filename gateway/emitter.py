@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -61,7 +62,8 @@ class Emitter:
         try:
             await self.store.append_events(
                 self.session_id, self.owner, self.incarnation,
-                [(seq, text) for seq, _, text in stamped], max_len=self.journal_max)
+                [(seq, text) for seq, _, text in stamped], max_len=self.journal_max,
+                now=time.time())
         except StoreUnavailable as exc:
             # Never send what the journal lacks; tell the client why it missed it.
             log.warning("session %s: %d events not journaled: %s", self.session_id,
