@@ -77,7 +77,9 @@ class Gateway:
         pools = [StagePool([InProcessEngine(i, name, model)])
                  for i, (name, model) in enumerate(zip(names, plugin.stage_models(),
                                                        strict=True))]
-        self.orchestrator = DuplexOrchestrator(pools)
+        self.orchestrator = DuplexOrchestrator(
+            pools, lambda stage, seconds: self.metrics.stage_latency.labels(
+                names[stage]).observe(seconds))
         self._orchestrator_task = tg.create_task(self.orchestrator.run(), name="orchestrator")
         self.not_ready = ""
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,8 @@ class RequestState:
     request_id: str
     stage: int
     binding: Any  # what the subclass ties the request to (a duplex fence)
-    submitted_at: float
+    submitted_at: float  # of the latest input; its first output measures stage latency
+    awaiting_output: bool = True
 
 
 class StagePool:
@@ -56,9 +57,11 @@ class StagePool:
 
 
 class Orchestrator:
-    def __init__(self, pools: Sequence[StagePool]) -> None:
+    def __init__(self, pools: Sequence[StagePool],
+                 observe_latency: Callable[[int, float], None] | None = None) -> None:
         self.pools = list(pools)
         self.requests: dict[str, RequestState] = {}
+        self._observe_latency = observe_latency
 
     async def run(self) -> None:
         """Serve every engine and route their outputs until cancelled."""
@@ -78,8 +81,10 @@ class Orchestrator:
 
     async def submit_update(self, stage: int, request_id: str, payload: Any) -> None:
         engine = self.pools[stage].engine_of(request_id)
-        if engine is None or request_id not in self.requests:
+        state = self.requests.get(request_id)
+        if engine is None or state is None:
             raise UnknownRequest(request_id)
+        state.submitted_at, state.awaiting_output = time.monotonic(), True
         await engine.submit_update(request_id, payload)
 
     def is_live(self, request_id: str) -> bool:
@@ -117,6 +122,9 @@ class Orchestrator:
         if out.error is not None:
             await self._on_stage_error(out, state)
             return
+        if state.awaiting_output and self._observe_latency is not None:
+            state.awaiting_output = False
+            self._observe_latency(out.stage, time.monotonic() - state.submitted_at)
         if self._intercept_stage_output(out, state):
             return
         result = out.result

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from duplex.errors import FenceError
@@ -39,8 +40,9 @@ def request_id(fence: Fence, stage: int) -> str:
 
 
 class DuplexOrchestrator(Orchestrator):
-    def __init__(self, pools: list[StagePool]) -> None:
-        super().__init__(pools)
+    def __init__(self, pools: list[StagePool],
+                 observe_latency: Callable[[int, float], None] | None = None) -> None:
+        super().__init__(pools, observe_latency)
         self.sessions: dict[str, SessionSink] = {}
 
     # -- sessions ----------------------------------------------------------------

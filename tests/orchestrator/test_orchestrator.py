@@ -1,0 +1,155 @@
+"""The orchestrator and its in-process engine, with small real stage models."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+from duplex.fence import Fence
+from orchestrator.base import StagePool
+from orchestrator.duplex import DuplexOrchestrator, request_id
+from orchestrator.engine import InProcessEngine, StageOutput, UnknownRequest
+from plugins.base import StageResult
+
+SID = "sess_test"
+
+
+class Accumulate:
+    """Stage 0: remembers every unit; on "commit" emits the total so far."""
+
+    def __init__(self) -> None:
+        self.threads: set[str] = set()
+
+    def open(self, fence: Fence) -> list[int]:
+        return []
+
+    def step(self, state: list[int], payload: Any) -> Iterator[StageResult]:
+        self.threads.add(threading.current_thread().name)
+        if payload == "commit":
+            yield StageResult(sum(state), segment_finished=True, visible=False)
+        elif payload == "boom":
+            raise RuntimeError("model exploded")
+        else:
+            state.append(payload)
+
+    def close(self, state: list[int]) -> None:
+        pass
+
+
+class Gated:
+    """Stage 1: waits for a gate before producing each output (to race a cancel)."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.started = threading.Event()
+
+    def open(self, fence: Fence) -> None:
+        return None
+
+    def step(self, state: None, payload: Any) -> Iterator[StageResult]:
+        self.started.set()
+        for i in range(3):
+            self.gate.wait(10)
+            yield StageResult(("said", payload, i), segment_finished=True, visible=True)
+
+    def close(self, state: None) -> None:
+        pass
+
+
+class Sink:
+    """A session as the orchestrator sees it: a fence and an inbox."""
+
+    def __init__(self, fence: Fence) -> None:
+        self.fence = fence
+        self.outputs: asyncio.Queue[StageOutput] = asyncio.Queue()
+        self.failures: asyncio.Queue[str] = asyncio.Queue()
+
+    def current_fence(self) -> Fence:
+        return self.fence
+
+    def on_stage_output(self, out: StageOutput) -> None:
+        self.outputs.put_nowait(out)
+
+    def on_stage_failure(self, fence: Fence, message: str) -> None:
+        self.failures.put_nowait(message)
+
+
+@pytest.fixture
+async def setup() -> AsyncIterator[tuple[DuplexOrchestrator, Sink, Accumulate, Gated]]:
+    listen, speak = Accumulate(), Gated()
+    orch = DuplexOrchestrator([StagePool([InProcessEngine(0, "listen", listen)]),
+                               StagePool([InProcessEngine(1, "speak", speak)])])
+    sink = Sink(Fence(SID, 1, 0, 0))
+    orch.attach(SID, sink)
+    task = asyncio.create_task(orch.run())
+    try:
+        yield orch, sink, listen, speak
+    finally:
+        speak.gate.set()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+async def test_resumable_request_routes_to_next_stage_off_the_loop(setup: Any) -> None:
+    orch, sink, listen, speak = setup
+    fence = sink.fence
+    await orch.submit(0, fence, 2)  # submit_initial
+    await orch.submit(0, fence, 3)  # submit_update on the same resumable request
+    await orch.submit(0, fence, "commit")
+    speak.gate.set()
+    outs = [await asyncio.wait_for(sink.outputs.get(), 5) for _ in range(3)]
+    assert [o.result.payload for o in outs] == [("said", 5, 0), ("said", 5, 1), ("said", 5, 2)]
+    assert all(o.request_id == request_id(fence, 1) for o in outs)
+    assert listen.threads and not any(t == threading.main_thread().name for t in listen.threads)
+
+
+async def test_outputs_of_a_cancelled_epoch_never_reach_the_session(setup: Any) -> None:
+    orch, sink, _, speak = setup
+    old = sink.fence
+    await orch.submit(0, old, 1)
+    await orch.submit(0, old, "commit")
+    assert await asyncio.to_thread(speak.started.wait, 5)  # stage 1 is generating
+    assert orch.is_live(request_id(old, 1))
+    sink.fence = Fence(SID, 1, 1, 0)  # a barge-in moved the session on
+    await orch.abort_epoch(old)
+    speak.gate.set()
+    await orch.submit(0, sink.fence, 7)
+    await orch.submit(0, sink.fence, "commit")
+    out = await asyncio.wait_for(sink.outputs.get(), 5)
+    assert out.fence.epoch == 1 and out.result.payload == ("said", 7, 0)
+    assert not orch.is_live(request_id(old, 0)) and not orch.is_live(request_id(old, 1))
+
+
+async def test_stale_forward_is_refused(setup: Any) -> None:
+    orch, sink, _, speak = setup
+    speak.gate.set()
+    old = sink.fence
+    await orch.submit(0, old, 1)
+    sink.fence = Fence(SID, 1, 1, 0)  # cancelled before stage 0 finished its segment
+    await orch.submit(0, old, "commit")
+    await orch.submit(0, sink.fence, "commit")  # the new epoch's work still flows
+    assert (await asyncio.wait_for(sink.outputs.get(), 5)).fence.epoch == 1
+    assert not orch.is_live(request_id(old, 1))
+
+
+async def test_update_of_an_aborted_request_is_never_re_added(setup: Any) -> None:
+    orch, sink, _, _ = setup
+    rid = request_id(sink.fence, 0)
+    await orch.submit(0, sink.fence, 1)
+    await orch.abort([rid])
+    with pytest.raises(UnknownRequest):
+        await orch.submit_update(0, rid, 2)
+    assert not orch.is_live(rid)
+
+
+async def test_a_model_failure_becomes_a_session_failure(setup: Any) -> None:
+    orch, sink, _, _ = setup
+    await orch.submit(0, sink.fence, "boom")
+    message = await asyncio.wait_for(sink.failures.get(), 5)
+    assert "model exploded" in message
+    assert not orch.is_live(request_id(sink.fence, 0))
