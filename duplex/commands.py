@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -187,12 +188,23 @@ def _response_create(obj: Mapping[str, Any], eid: str | None) -> Command:
     )
 
 
+def _finite(value: object) -> float | None:
+    """``value`` as a finite float, or ``None`` (bools, NaN, ±inf, huge ints)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 def _playback_ack(obj: Mapping[str, Any], eid: str | None) -> Command:
-    played = obj.get("played_ms")
-    if isinstance(played, bool) or not isinstance(played, int | float) or played < 0:
+    played = _finite(obj.get("played_ms"))
+    if played is None or played < 0:
         raise InvalidRequest("'played_ms' must be a number >= 0", code="invalid_value",
                              param="played_ms")
-    return PlaybackAck(eid, float(played), _str(obj, "response_id", required=False),
+    return PlaybackAck(eid, played, _str(obj, "response_id", required=False),
                        _str(obj, "item_id", required=False), bool(obj.get("truncate", False)))
 
 

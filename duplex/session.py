@@ -115,6 +115,7 @@ class SessionCore:
         self._emit(E.SESSION_UPDATED, session=self.config.wire(self.fence.session_id))
 
     def heartbeat(self) -> None:
+        self._require_open()
         self._emit(E.HEARTBEAT_ACK)
 
     def close(self, reason: str) -> None:
@@ -320,7 +321,7 @@ class SessionCore:
         self._keep_ledger(r.ledger)
         self.response = None
         self._turn(TurnEvent.RESPONSE_ENDED)
-        if self.deferred_response and event is ResponseEvent.FINISH:
+        if self.deferred_response and event is not ResponseEvent.CANCEL:
             self.deferred_response = False
             nxt = self._open_response(None)
             self._effects.append(fx.StartResponse(nxt.fence, nxt.id, None))
@@ -418,12 +419,14 @@ class SessionCore:
         return item
 
     def retrieve_item(self, cmd: c.RetrieveItem) -> None:
+        self._require_open()
         self._emit(E.ITEM_RETRIEVED, item=self._item(cmd.item_id))
 
     def delete_item(self, cmd: c.DeleteItem) -> None:
         self._require_open()
         self._item(cmd.item_id)
         del self.items[cmd.item_id]
+        self._ledgers.pop(cmd.item_id, None)
         self._effects.append(fx.ForgetItem(cmd.item_id))
         self._emit(E.ITEM_DELETED, item_id=cmd.item_id)
 
@@ -490,7 +493,7 @@ class SessionCore:
 
 def apply_command(core: SessionCore, cmd: c.Command) -> bool:
     """Route a conversation command to the core; False for transport commands
-    (heartbeat, ack, close, resume, audio append) that the runner owns."""
+    (ack, close, resume, audio append) that the runner owns."""
     match cmd:
         case c.UpdateSession():
             core.update_session(cmd)

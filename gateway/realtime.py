@@ -124,12 +124,16 @@ def _dispatch(runner: SessionRunner, text: str | None, data: bytes | None,
             runner.submit(c.AppendAudio(None, data or b""))
             return
         try:
-            obj = json.loads(text)
+            obj = json.loads(text, parse_constant=_no_constants)
         except ValueError:
             raise InvalidRequest("message is not valid JSON", code="invalid_json") from None
         runner.submit(c.parse_command(obj))
     except DuplexError as exc:
         runner.report(exc)
+
+
+def _no_constants(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")  # NaN/Infinity: Python accepts them, JSON does not
 
 
 async def _answer_late(ws: WebSocket) -> None:

@@ -5,12 +5,13 @@ Layout: ``base`` (protocol, record), ``redis_store`` (the store), ``scripts/``
 Valkey child process used when no Redis URL is configured).
 """
 
-from duplex.store.base import SessionRecord, SessionStore, StoreConflict
+from duplex.store.base import SEQ_PLACEHOLDER, SessionRecord, SessionStore, StoreConflict
 from duplex.store.client import connect
 from duplex.store.embedded import EmbeddedValkey
 from duplex.store.redis_store import RedisSessionStore
 
 __all__ = [
+    "SEQ_PLACEHOLDER",
     "EmbeddedValkey",
     "RedisSessionStore",
     "SessionRecord",

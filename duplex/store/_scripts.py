@@ -31,6 +31,10 @@ class Scripts:
     close: AsyncScript
     detach: AsyncScript
     resume: AsyncScript
+    set_config: AsyncScript
+    take_over: AsyncScript
+    claim_expired: AsyncScript
+    finish_expiry: AsyncScript
 
     @classmethod
     def register(cls, client: aioredis.Redis) -> Scripts:

@@ -18,6 +18,13 @@ from duplex.lease import Lease
 
 EndState = Literal["closed", "expired"]
 
+# finish_expiry's event carries this literal text; the script replaces its 0
+# with the seq it journals the event at (only Redis knows it at that moment).
+SEQ_PLACEHOLDER = '"server_event_seq":0'
+
+ExpiredClaim = tuple[str, str, str]
+"""``(session_id, reason, owner)``; reason as ``duplex.lease.ExpiryReason``."""
+
 
 class StoreConflict(ServerError):
     """The store disagrees with the caller's counters (a bug, or Redis lost writes).
@@ -40,7 +47,7 @@ class SessionRecord:
     turn_id: int
     generation: int  # attachment generation
     last_seq: int  # last server_event_seq journaled
-    state: str  # "open" | "closed" | "expired"
+    state: str  # "open" | "expiring" (claimed by a reaper) | "closed" | "expired"
     config: str  # JSON text
     resume_token_digest: str
     created_at: float
@@ -144,6 +151,30 @@ class SessionStore(Protocol):
         owner: str,
         now: float,
     ) -> SessionRecord: ...
+
+    async def take_over(self, session_id: str, new_owner: str, now: float) -> SessionRecord: ...
+
+    async def set_config(
+        self, session_id: str, owner: str, incarnation: int, config: str
+    ) -> None: ...
+
+    # -- owner liveness (dg:owners) and the reaper
+
+    async def heartbeat_owner(self, owner: str, now: float, ttl_s: float) -> None: ...
+
+    async def owner_alive(self, owner: str, now: float) -> bool: ...
+
+    async def retire_owner(self, owner: str) -> None: ...
+
+    async def list_owned(self, owner: str) -> list[str]: ...
+
+    async def claim_expired(
+        self, claimer: str, now: float, limit: int = 100, *, claim_ttl_s: float = 30.0
+    ) -> list[ExpiredClaim]: ...
+
+    async def finish_expiry(
+        self, session_id: str, claimer: str, event_json: str
+    ) -> int | None: ...
 
     async def get(self, session_id: str) -> SessionRecord | None: ...
 

@@ -31,6 +31,8 @@ _BY_CODE: dict[str, Callable[[str], DuplexError]] = {
     "ITEM_NOT_FOUND": lambda m: InvalidRequest(m, code="item_not_found"),
     "EPOCH_AHEAD": lambda m: StoreConflict(m, code="epoch_ahead"),
     "JOURNAL_GAP": lambda m: StoreConflict(m, code="journal_gap"),
+    "OWNER_ALIVE": lambda m: SessionStateError(m, code="session_owned_elsewhere"),
+    "BAD_EVENT": lambda m: InvalidRequest(m, code="invalid_request"),
 }
 
 # Replies that mean "this server cannot serve now" (failover, memory, a stuck

@@ -11,6 +11,15 @@ import re
 from duplex.errors import InvalidRequest
 
 LEASES = "dg:leases"  # zset: sid -> lease deadline (ms); the reaper's index
+# zset: sid -> claim deadline (ms) of sessions a reaper claimed and has not ended
+# yet. Admission counts both: a claimed session keeps its slot until it ends.
+EXPIRING = "dg:expiring"
+OWNERS = "dg:owners"  # zset: process id -> heartbeat deadline (ms)
+
+# printf templates, also handed to scripts that derive keys from ids they read
+# (Lua's string.format reads them the same way).
+META = "dg:{%s}:meta"
+OWNER_SESSIONS = "dg:owner:{%s}:sessions"
 
 # Braces would break the hash tag; whitespace and control characters have no
 # business in an id (a resume id comes from a URL).
@@ -25,7 +34,7 @@ def checked_id(value: str, what: str = "session id") -> str:
 
 
 def meta(sid: str) -> str:
-    return f"dg:{{{sid}}}:meta"
+    return META % sid
 
 
 def journal(sid: str) -> str:
@@ -41,7 +50,7 @@ def items(sid: str) -> str:
 
 
 def owner_sessions(owner: str) -> str:
-    return f"dg:owner:{{{owner}}}:sessions"
+    return OWNER_SESSIONS % owner
 
 
 def session_keys(sid: str) -> list[str]:

@@ -7,6 +7,7 @@ runs under one deadline, so a hung server costs at most ``timeout_s``.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Sequence
 from typing import TypeVar, cast
 
@@ -14,16 +15,33 @@ import redis.asyncio as aioredis
 from redis import exceptions as rx
 
 from duplex.errors import InvalidRequest, StoreUnavailable
+from duplex.events import ServerEvent
 from duplex.journal import seq_of, stream_id
 from duplex.store import codec, keys
 from duplex.store._scripts import Scripts
-from duplex.store.base import EndState, SessionRecord
+from duplex.store.base import SEQ_PLACEHOLDER, EndState, ExpiredClaim, SessionRecord
 from duplex.store.client import connect
 from duplex.store.errors import domain_error
 
 __all__ = ["RedisSessionStore", "connect"]
 
 T = TypeVar("T")
+
+_SEQ_KEY = SEQ_PLACEHOLDER[:-1]  # '"server_event_seq":', the placeholder less its 0
+_TERMINALS = (ServerEvent.SESSION_CLOSED.value, ServerEvent.SESSION_EXPIRED.value)
+
+
+def _check_terminal(event_json: str) -> None:
+    """finish_expiry's event holds the placeholder once, as its top-level seq.
+
+    The script substitutes text, not JSON, so a placeholder anywhere else would
+    stamp the wrong field; a caller bug, refused before Redis sees it.
+    """
+    if event_json.count(SEQ_PLACEHOLDER) != 1:
+        raise ValueError(f"the terminal event must hold {SEQ_PLACEHOLDER} exactly once")
+    probe = json.loads(event_json.replace(SEQ_PLACEHOLDER, _SEQ_KEY + "1"))
+    if not isinstance(probe, dict) or probe.get("server_event_seq") != 1:
+        raise ValueError(f"{SEQ_PLACEHOLDER} must be the event's own server_event_seq")
 
 
 class RedisSessionStore:
@@ -70,7 +88,7 @@ class RedisSessionStore:
         sid = keys.checked_id(session_id)
         owned = keys.owner_sessions(keys.checked_id(owner, "owner"))
         flat: list[str] = await self._run("open_session", self._s.open(
-            keys=[keys.meta(sid), keys.LEASES, owned],
+            keys=[keys.meta(sid), keys.LEASES, keys.EXPIRING, owned],
             args=[sid, owner, token_digest, config, codec.num(now), max_sessions,
                   max_sessions_per_owner, codec.opt_num(idle_ttl_s), codec.num(grace_s)],
         ))
@@ -89,7 +107,7 @@ class RedisSessionStore:
             raise ValueError(f"a session ends closed or expired, not {state!r}")
         sid = keys.checked_id(session_id)
         ended: int = await self._run("close_session", self._s.close(
-            keys=[keys.meta(sid), keys.LEASES, keys.owner_sessions(owner),
+            keys=[keys.meta(sid), keys.LEASES, keys.EXPIRING, keys.owner_sessions(owner),
                   keys.journal(sid), keys.history(sid), keys.items(sid)],
             args=[sid, owner, incarnation, state, self._ended_ttl_ms],
         ))
@@ -119,6 +137,28 @@ class RedisSessionStore:
         ))
         return codec.record(sid, codec.pairs(flat))
 
+    async def take_over(self, session_id: str, new_owner: str, now: float) -> SessionRecord:
+        """Own a session whose owner is dead (DESIGN §8); incarnation+1 fences it out.
+
+        A no-op returning the record when ``new_owner`` owns it already; raises
+        ``SessionStateError(session_owned_elsewhere)`` while the owner lives.
+        """
+        sid = keys.checked_id(session_id)
+        owner = keys.checked_id(new_owner, "owner")
+        flat: list[str] = await self._run("take_over", self._s.take_over(
+            keys=[keys.meta(sid), keys.LEASES, keys.OWNERS, keys.owner_sessions(owner)],
+            args=[sid, owner, codec.num(now), keys.OWNER_SESSIONS],
+        ))
+        return codec.record(sid, codec.pairs(flat))
+
+    async def set_config(
+        self, session_id: str, owner: str, incarnation: int, config: str
+    ) -> None:
+        sid = keys.checked_id(session_id)
+        await self._run("set_config", self._s.set_config(
+            keys=[keys.meta(sid)], args=[owner, incarnation, config]
+        ))
+
     async def bump_epoch(
         self, session_id: str, owner: str, incarnation: int, cancelled_epoch: int
     ) -> int:
@@ -133,6 +173,72 @@ class RedisSessionStore:
         # decode_responses=True: replies are str, whatever redis-py's stubs say.
         meta = cast(dict[str, str], await self._run("get", self._r.hgetall(keys.meta(sid))))
         return codec.record(sid, meta) if meta else None
+
+    # -- owner liveness and the reaper --------------------------------------------
+
+    async def heartbeat_owner(self, owner: str, now: float, ttl_s: float) -> None:
+        """This process is alive until ``now + ttl_s``."""
+        if ttl_s <= 0:
+            raise ValueError("ttl_s must be > 0")
+        owner = keys.checked_id(owner, "owner")
+        # One ZADD is atomic already; GT keeps a late or re-sent beat from
+        # moving the deadline back.
+        await self._run("heartbeat_owner", self._r.zadd(
+            keys.OWNERS, {owner: (now + ttl_s) * 1000}, gt=True
+        ))
+
+    async def owner_alive(self, owner: str, now: float) -> bool:
+        """Whether ``owner``'s heartbeat runs past ``now`` (the scripts' rule too)."""
+        beat = cast(float | None, await self._run(
+            "owner_alive", self._r.zscore(keys.OWNERS, keys.checked_id(owner, "owner"))
+        ))
+        return beat is not None and beat > now * 1000
+
+    async def retire_owner(self, owner: str) -> None:
+        """Clean shutdown: this process's sessions may be taken over at once."""
+        await self._run("retire_owner", self._r.zrem(keys.OWNERS, keys.checked_id(owner, "owner")))
+
+    async def list_owned(self, owner: str) -> list[str]:
+        """Session ids holding an admission slot of ``owner``, sorted."""
+        owned = cast(set[str], await self._run(
+            "list_owned", self._r.smembers(keys.owner_sessions(keys.checked_id(owner, "owner")))
+        ))
+        return sorted(owned)
+
+    async def claim_expired(
+        self, claimer: str, now: float, limit: int = 100, *, claim_ttl_s: float = 30.0
+    ) -> list[ExpiredClaim]:
+        """Claim overdue sessions: ``(session_id, reason, owner)``, each to one claimer.
+
+        Claimable: by their owner, or by anyone once the owner is dead. A claim
+        not ended (``finish_expiry`` or the owner's ``close_session``) within
+        ``claim_ttl_s`` is offered again, under the same rule.
+        """
+        if limit < 1:
+            raise ValueError("limit must be >= 1")
+        if claim_ttl_s <= 0:
+            raise ValueError("claim_ttl_s must be > 0")
+        claimer = keys.checked_id(claimer, "owner")
+        rows: list[list[str]] = await self._run("claim_expired", self._s.claim_expired(
+            keys=[keys.LEASES, keys.EXPIRING, keys.OWNERS],
+            args=[claimer, codec.num(now), limit, codec.num(claim_ttl_s), keys.META],
+        ))
+        return [(sid, reason, owner) for sid, reason, owner in rows]
+
+    async def finish_expiry(self, session_id: str, claimer: str, event_json: str) -> int | None:
+        """End a claimed session with one terminal event; its seq, or None if not claimed.
+
+        ``event_json`` holds ``SEQ_PLACEHOLDER``; the script stamps the seq it uses.
+        """
+        _check_terminal(event_json)
+        sid = keys.checked_id(session_id)
+        seq: int | None = await self._run("finish_expiry", self._s.finish_expiry(
+            keys=[keys.meta(sid), keys.LEASES, keys.EXPIRING, keys.journal(sid),
+                  keys.history(sid), keys.items(sid)],
+            args=[sid, claimer, event_json, _SEQ_KEY, self._ended_ttl_ms,
+                  keys.OWNER_SESSIONS, *_TERMINALS],
+        ))
+        return seq
 
     # -- journal (I4) ------------------------------------------------------------
 

@@ -66,3 +66,60 @@ class RealtimeClient:
 
     def of(self, type_: str) -> list[dict[str, Any]]:
         return [e for e in self.events if e["type"] == type_]
+
+
+# -- helpers for the error-path, operations and compatibility tests -----------------
+
+# ``error.type`` values of OpenAI's API errors.
+OPENAI_ERROR_TYPES = frozenset({
+    "invalid_request_error", "authentication_error", "permission_error", "not_found_error",
+    "rate_limit_error", "server_error",
+})
+
+
+def reply_pcm(events: list[dict[str, Any]], response_id: str) -> np.ndarray:
+    """The PCM16 24 kHz audio of one response's ``response.output_audio.delta`` events."""
+    chunks = [np.frombuffer(base64.b64decode(e["delta"]), dtype="<i2") for e in events
+              if e["type"] == "response.output_audio.delta" and e["response_id"] == response_id]
+    return np.concatenate(chunks) if chunks else np.zeros(0, np.int16)
+
+
+async def speak(c: RealtimeClient, seconds: float = 1.0, freq: float = 440.0) -> None:
+    """A tone, then enough silence for server VAD to end the turn."""
+    await c.append(tone(seconds, freq))
+    await c.append(silence(0.8))
+
+
+async def expect_error(c: RealtimeClient, code: str, timeout: float = 5.0) -> dict[str, Any]:
+    """The next ``error`` event; it must carry ``code`` and an OpenAI error type."""
+    event = await c.until("error", timeout)
+    assert event["error"]["code"] == code, event
+    assert event["error"]["type"] in OPENAI_ERROR_TYPES, event
+    assert isinstance(event["error"]["message"], str) and event["error"]["message"], event
+    return event
+
+
+_probes = 0
+
+
+async def still_works(c: RealtimeClient, timeout: float = 5.0) -> dict[str, Any]:
+    """Prove the connection still serves commands: a user text item comes back added.
+
+    Fails on any ``error`` event that arrives before the item does.
+    """
+    global _probes
+    _probes += 1
+    item_id = f"item_probe{_probes}"
+    text = f"probe {_probes}"
+    await c.send("conversation.item.create", event_id=f"evt_probe{_probes}", item={
+        "id": item_id, "type": "message", "role": "user",
+        "content": [{"type": "input_text", "text": text}]})
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        event = await c.recv(max(0.01, deadline - loop.time()))
+        assert event["type"] != "error", event
+        if event["type"] == "conversation.item.added" and event["item"]["id"] == item_id:
+            assert event["item"]["role"] == "user"
+            assert event["item"]["content"][0]["text"] == text
+            return event

@@ -1,17 +1,21 @@
 -- End a session (duplex.lease.end) and free its admission slot. Returns 1 only
 -- for the call that ended it. Keys linger so a late resume learns it ended.
--- KEYS: meta, leases, owner_sessions, then the other session keys to expire
+-- The owner may also end a session it claimed for expiry itself (claim_expired).
+-- KEYS: meta, leases, expiring, owner_sessions, then the other session keys to expire
 -- ARGV: sid, owner, incarnation, end state, keep_ms
 local meta = KEYS[1]
-local m = redis.call('HMGET', meta, 'state', 'owner', 'incarnation')
-if not m[1] or m[1] ~= 'open' then return 0 end
+local m = redis.call('HMGET', meta, 'state', 'owner', 'incarnation', 'expiring_by')
+local own_claim = m[1] == 'expiring' and m[4] == ARGV[2]
+-- Ended already, or being ended by another claimer (finish_expiry): not this call.
+if not m[1] or (m[1] ~= 'open' and not own_claim) then return 0 end
 if m[2] ~= ARGV[2] or tonumber(m[3]) ~= tonumber(ARGV[3]) then
   fail('LEASE_LOST', 'lease is held by ' .. m[2] .. '#' .. m[3])
 end
 redis.call('HSET', meta, 'state', ARGV[4])
 redis.call('HINCRBY', meta, 'generation', 1)
 redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('SREM', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('SREM', KEYS[4], ARGV[1])
 redis.call('PEXPIRE', meta, ARGV[5])
-for i = 4, #KEYS do redis.call('PEXPIRE', KEYS[i], ARGV[5]) end
+for i = 5, #KEYS do redis.call('PEXPIRE', KEYS[i], ARGV[5]) end
 return 1

@@ -1,8 +1,8 @@
 -- Admission + creation of a session, atomically (DESIGN §4 "Open").
--- KEYS: meta, leases, owner_sessions
+-- KEYS: meta, leases, expiring, owner_sessions
 -- ARGV: sid, owner, token_digest, config, now, max_sessions, max_per_owner (0 = no limit),
 --       idle_ttl_s ('' = never), grace_s
-local meta, leases, owned = KEYS[1], KEYS[2], KEYS[3]
+local meta, leases, expiring, owned = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local sid, owner, digest, now = ARGV[1], ARGV[2], ARGV[3], ARGV[5]
 
 local seen = redis.call('HMGET', meta, 'owner', 'resume_token_digest', 'state')
@@ -14,7 +14,8 @@ if seen[1] then
   fail('SESSION_EXISTS', 'session id ' .. sid .. ' is taken')
 end
 
-if redis.call('ZCARD', leases) >= tonumber(ARGV[6]) then
+-- Sessions claimed for expiry but not yet ended still hold their slot.
+if redis.call('ZCARD', leases) + redis.call('ZCARD', expiring) >= tonumber(ARGV[6]) then
   fail('CAPACITY', 'max_sessions (' .. ARGV[6] .. ') reached')
 end
 local per_owner = tonumber(ARGV[7])

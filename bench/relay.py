@@ -1,0 +1,751 @@
+"""Relay benchmark: N concurrent real-time voice sessions against the gateway and
+against a bare ``websockets`` echo server (the floor), side by side.
+
+    .venv/bin/python bench/relay.py [--sessions 1,2,4,8,16,32] [--seconds 10]
+                                    [--gateway-url ws://HOST:PORT/v1/realtime]
+                                    [--echo-url ws://HOST:PORT/] [--quick]
+                                    [--client-procs 1] [--targets gateway,echo]
+
+Each session is one asyncio task streaming 20 ms frames of 24 kHz PCM16 mono as
+``input_audio_buffer.append`` JSON, paced on an absolute ``loop.time()``
+schedule (frame i is due at t0 + i * 20 ms; no drift), in a loop of ~1.5 s of a
+440 Hz tone then ~1.5 s of silence, so the gateway's server VAD commits a turn
+every 3 s and the tone plugin answers with audio while the next tone streams
+in (full duplex; the next tone barges in on the reply). Sessions are spread
+over the frame period and over the 3 s cycle (a few silent frames first), as
+independent callers would be.
+
+It prints figures, not a verdict on the product; see bench/README.md for what
+each column means. It starts (and stops) its own gateway (``gateway.cli serve
+--port 0 --plugin tone`` on an embedded Valkey in a temporary --data-dir) and
+its own echo server (bench/echo_server.py), both on 127.0.0.1, unless given
+URLs. Client load runs in ``--client-procs`` worker processes (this file with
+``--worker``), sessions split evenly between them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+PY = sys.executable
+
+RATE = 24000
+FRAME_MS = 20
+FRAME_S = FRAME_MS / 1000
+FRAME_SAMPLES = RATE * FRAME_MS // 1000  # 480
+TONE_FRAMES = 75  # 1.5 s
+SILENCE_FRAMES = 75  # 1.5 s
+CYCLE = TONE_FRAMES + SILENCE_FRAMES
+
+# "held real time" criterion (printed with the table)
+LAG_P99_MAX_MS = 20.0  # frames leave the client on schedule
+LAG_TAIL_MAX_MS = 20.0  # ... still on schedule in the last second (no growing backlog)
+SERVER_P99_MAX_MS = 100.0  # the server answers without a queue (<= 5 frames behind)
+
+GATEWAY_READY = re.compile(r"duplex-gateway ready: http://([^/\s]+)/")
+ECHO_READY = re.compile(r"echo-server ready: (ws://\S+)")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+# =============================================================================
+# client worker (one process; N sessions, one asyncio task each)
+# =============================================================================
+
+
+def _frames() -> tuple[list[str], str]:
+    """The base64 audio of the tone frames (phase-continuous) and of a silent frame."""
+    tone: list[str] = []
+    n = 0
+    for _ in range(TONE_FRAMES):
+        samples = [int(0.3 * 32767 * math.sin(2 * math.pi * 440.0 * (n + k) / RATE))
+                   for k in range(FRAME_SAMPLES)]
+        n += FRAME_SAMPLES
+        tone.append(base64.b64encode(struct.pack(f"<{FRAME_SAMPLES}h", *samples)).decode())
+    silence = base64.b64encode(bytes(2 * FRAME_SAMPLES)).decode()
+    return tone, silence
+
+
+def _message(i: int, audio: str) -> str:
+    # compact JSON, built by concatenation (cheap); event_id carries the frame index
+    return '{"type":"input_audio_buffer.append","event_id":"f' + str(i) + '","audio":"' \
+        + audio + '"}'
+
+
+@dataclass
+class SessionStats:
+    lead_in: int  # silent frames before the first tone
+    lag_ms: list[float] = field(default_factory=list)
+    sent_at: list[float] = field(default_factory=list)  # loop time before send(), per frame
+    rtt_ms: list[float] = field(default_factory=list)
+    stop_ms: list[float] = field(default_factory=list)  # trigger frame -> speech_stopped
+    commit_ms: list[float] = field(default_factory=list)  # trigger frame -> committed
+    first_audio_ms: list[float] = field(default_factory=list)  # committed -> first delta
+    turn_ms: list[float] = field(default_factory=list)  # trigger frame -> first delta
+    turns_expected: int = 0
+    events: dict[str, int] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)
+    msgs_in: int = 0
+    bytes_in: int = 0
+    silence_ms: int = 500
+
+
+async def _read(ws: Any, target: str, st: SessionStats, loop: asyncio.AbstractEventLoop) -> None:
+    trigger: int | None = None  # the frame that completed the latest turn's silence
+    committed_at: float | None = None  # the latest commit still awaiting its first audio
+    responded: set[str] = set()
+    async for raw in ws:
+        now = loop.time()
+        st.msgs_in += 1
+        st.bytes_in += len(raw)
+        obj = json.loads(raw)
+        kind = obj.get("type", "?")
+        st.events[kind] = st.events.get(kind, 0) + 1
+        if target == "echo":
+            if kind == "input_audio_buffer.echoed":
+                i = int(obj["event_id"][1:])
+                st.rtt_ms.append(1000 * (now - st.sent_at[i]))
+            continue
+        if kind == "input_audio_buffer.speech_stopped":
+            # the VAD can stop a turn once it has silence_duration_ms of quiet after
+            # the last voiced frame: the frame ending there is the trigger
+            trigger = (int(obj["audio_end_ms"]) + st.silence_ms) // FRAME_MS - 1
+            if 0 <= trigger < len(st.sent_at):
+                st.stop_ms.append(1000 * (now - st.sent_at[trigger]))
+            else:
+                trigger = None
+        elif kind == "input_audio_buffer.committed":
+            if trigger is not None:
+                st.commit_ms.append(1000 * (now - st.sent_at[trigger]))
+            committed_at = now
+        elif kind == "response.output_audio.delta":
+            rid = obj.get("response_id", "")
+            if rid not in responded:
+                responded.add(rid)
+                if committed_at is not None:
+                    st.first_audio_ms.append(1000 * (now - committed_at))
+                    if trigger is not None:
+                        st.turn_ms.append(1000 * (now - st.sent_at[trigger]))
+                committed_at, trigger = None, None
+        elif kind == "error":
+            code = (obj.get("error") or {}).get("code", "?")
+            st.errors[code] = st.errors.get(code, 0) + 1
+
+
+async def _stream(ws: Any, st: SessionStats, t0: float, total: int, tone: list[str],
+                  silence: str, loop: asyncio.AbstractEventLoop) -> None:
+    for i in range(total):
+        due = t0 + i * FRAME_S
+        now = loop.time()
+        if due > now:
+            await asyncio.sleep(due - now)
+        k = i - st.lead_in
+        audio = tone[k % CYCLE] if k >= 0 and k % CYCLE < TONE_FRAMES else silence
+        st.sent_at.append(loop.time())
+        await ws.send(_message(i, audio))
+        st.lag_ms.append(1000 * (loop.time() - due))
+
+
+async def worker_main(args: argparse.Namespace) -> None:
+    from websockets.asyncio.client import connect
+
+    loop = asyncio.get_running_loop()
+    tone, silence = _frames()
+    n, total = args.n, round(args.seconds * 1000 / FRAME_MS)
+    # spread sessions over the cycle: session k starts with lead_in silent frames
+    span = args.n_total
+    stats = [SessionStats(lead_in=((args.first + k) * SILENCE_FRAMES) // span) for k in range(n)]
+    for st in stats:
+        # a turn counts when its trigger frame (tone end + silence) is inside the run
+        st.turns_expected = sum(1 for c in range(total // CYCLE + 2)
+                                if st.lead_in + c * CYCLE + TONE_FRAMES + 25 <= total)
+
+    async def open_one(st: SessionStats) -> Any:
+        ws = await connect(args.url, max_size=None, compression=None, ping_interval=None,
+                           open_timeout=30)
+        if args.target == "gateway":
+            created = json.loads(await asyncio.wait_for(ws.recv(), 30))
+            if created.get("type") != "session.created":
+                raise RuntimeError(f"expected session.created, got {created}")
+            td = (created.get("session") or {}).get("audio", {}).get("input", {}) \
+                .get("turn_detection") or created.get("session", {}).get("turn_detection") or {}
+            st.silence_ms = int(td.get("silence_duration_ms", 500))
+        return ws
+
+    conns = await asyncio.gather(*(open_one(st) for st in stats))
+    print("READY", flush=True)
+    line = await loop.run_in_executor(None, sys.stdin.readline)
+    wall_t0 = float(line.split()[1])
+    t0 = loop.time() + (wall_t0 - time.time())
+    readers = [asyncio.create_task(_read(ws, args.target, st, loop))
+               for ws, st in zip(conns, stats, strict=True)]
+    cpu0 = time.process_time()
+    # frame phase spread: session k is offset by k/N of a frame period
+    senders = [asyncio.create_task(_stream(ws, st, t0 + FRAME_S * (args.first + k) / span,
+                                           total, tone, silence, loop))
+               for k, (ws, st) in enumerate(zip(conns, stats, strict=True))]
+    await asyncio.gather(*senders)
+    end = loop.time()
+    cpu1 = time.process_time()
+    print("STREAMED", flush=True)
+    await asyncio.sleep(args.drain)  # the last round trips / events
+    for r in readers:
+        r.cancel()
+    await asyncio.gather(*(ws.close() for ws in conns), return_exceptions=True)
+    result = {
+        "stream_s": end - t0, "client_cpu_s": cpu1 - cpu0,
+        "sessions": [{k: v for k, v in vars(st).items() if not k.startswith("_")
+                      and k != "sent_at"} for st in stats],
+    }
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+# =============================================================================
+# processes: gateway, echo server, CPU accounting
+# =============================================================================
+
+
+def cpu_ticks(pid: int) -> int | None:
+    if pid <= 0:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            data = f.read()
+    except OSError:
+        return None
+    fields = data[data.rindex(")") + 2:].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime (fields 14, 15)
+
+
+def children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                data = f.read()
+        except OSError:
+            continue
+        if int(data[data.rindex(")") + 2:].split()[1]) == pid:
+            out.append(int(entry))
+    return out
+
+
+def die_with_parent() -> None:
+    """preexec_fn: the child gets SIGTERM if this bench dies (Linux), so nothing leaks."""
+    with contextlib.suppress(Exception):
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def idle_cpu(pids: tuple[int, int | None], seconds: float = 1.0) -> tuple[float, float]:
+    """% of a core the server (and its valkey child) burn with no session open."""
+    a0, b0 = cpu_ticks(pids[0]), cpu_ticks(pids[1] or 0)
+    m0 = time.monotonic()
+    time.sleep(seconds)
+    a1, b1 = cpu_ticks(pids[0]), cpu_ticks(pids[1] or 0)
+    dt = time.monotonic() - m0
+    nan = float("nan")
+    return (100 * (a1 - a0) / CLK_TCK / dt if a0 is not None and a1 is not None else nan,
+            100 * (b1 - b0) / CLK_TCK / dt if b0 is not None and b1 is not None else nan)
+
+
+class Server:
+    """A child process that prints a ready line with its address."""
+
+    def __init__(self, name: str, cmd: list[str], ready: re.Pattern[str],
+                 env: dict[str, str] | None = None) -> None:
+        self.name = name
+        self.cmd = cmd
+        self.ready = ready
+        self.env = env
+        self.proc: subprocess.Popen[str] | None = None
+        self.match = ""
+        self.output: list[str] = []
+
+    def start(self, timeout_s: float = 60.0) -> Server:
+        self.proc = subprocess.Popen(self.cmd, cwd=REPO, env=self.env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     text=True, bufsize=1, preexec_fn=die_with_parent)
+        seen = threading.Event()
+
+        def pump() -> None:
+            assert self.proc is not None and self.proc.stdout is not None
+            for line in self.proc.stdout:
+                self.output.append(line)
+                m = self.ready.search(line)
+                if m and not self.match:
+                    self.match = m.group(1)
+                    seen.set()
+            seen.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        if not seen.wait(timeout_s) or not self.match:
+            self.stop()
+            raise RuntimeError(f"{self.name} did not start:\n" + "".join(self.output[-30:]))
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+def start_gateway(data_dir: Path, extra: list[str], profile: str | None,
+                  nodelay: bool = False) -> Server:
+    env = {k: v for k, v in os.environ.items()
+           if k != "REDIS_URL" and not k.startswith("DUPLEX_GATEWAY_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    if profile or nodelay:
+        script = data_dir.parent / "launch_gateway.py"
+        script.write_text(LAUNCH_WRAPPER.format(
+            out=str(Path(profile).resolve()) if profile else None, nodelay=nodelay))
+        launch = [PY, str(script)]
+    else:
+        launch = [PY, "-m", "gateway.cli"]
+    cmd = [*launch, "serve", "--host", "127.0.0.1", "--port", "0",
+           "--plugin", "tone", "--data-dir", str(data_dir), "--max-sessions", "1000",
+           "--log-level", "warning", *extra]
+    return Server("gateway", cmd, GATEWAY_READY, env).start()
+
+
+def start_echo(uvloop: bool) -> Server:
+    cmd = [PY, str(REPO / "bench" / "echo_server.py"), "--host", "127.0.0.1", "--port", "0"]
+    if uvloop:
+        cmd.append("--uvloop")
+    return Server("echo server", cmd, ECHO_READY).start()
+
+
+# =============================================================================
+# one run: N sessions against one target
+# =============================================================================
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    k = (len(s) - 1) * q
+    lo, hi = math.floor(k), math.ceil(k)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+@dataclass
+class Run:
+    target: str
+    n: int
+    procs: int
+    seconds: float
+    wall_s: float = 0.0
+    frames: int = 0
+    lag: list[float] = field(default_factory=list)
+    lag_tail: list[float] = field(default_factory=list)
+    rtt: list[float] = field(default_factory=list)
+    stop: list[float] = field(default_factory=list)
+    commit: list[float] = field(default_factory=list)
+    first_audio: list[float] = field(default_factory=list)
+    turn: list[float] = field(default_factory=list)
+    turns_expected: int = 0
+    msgs_in: int = 0
+    audio_deltas: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    server_cpu_s: float = 0.0
+    store_cpu_s: float | None = None
+    client_cpu_s: float = 0.0
+    failure: str = ""
+
+    @property
+    def server_latency(self) -> list[float]:
+        return self.stop if self.target == "gateway" else self.rtt
+
+    @property
+    def session_seconds(self) -> float:
+        return self.n * self.wall_s
+
+    def held(self) -> tuple[bool, str]:
+        if self.failure:
+            return False, self.failure
+        why = []
+        if pct(self.lag, 0.99) >= LAG_P99_MAX_MS:
+            why.append("send lag p99")
+        if self.lag_tail and sum(self.lag_tail) / len(self.lag_tail) >= LAG_TAIL_MAX_MS:
+            why.append("lag growing")
+        lat = self.server_latency
+        if not lat or pct(lat, 0.99) >= SERVER_P99_MAX_MS:
+            why.append("server queue")
+        if self.target == "gateway" and len(self.stop) < self.turns_expected:
+            why.append(f"turns {len(self.stop)}/{self.turns_expected}")
+        if self.target == "echo" and len(self.rtt) < self.frames:
+            why.append(f"echoes {len(self.rtt)}/{self.frames}")
+        if self.errors:
+            why.append("errors " + ",".join(f"{k}x{v}" for k, v in self.errors.items()))
+        return not why, "; ".join(why)
+
+
+def run_one(target: str, url: str, server_pids: tuple[int, int | None], n: int, seconds: float,
+            procs: int, uvloop: bool) -> Run:
+    run = Run(target, n, min(procs, n), seconds)
+    split = [n // run.procs + (1 if i < n % run.procs else 0) for i in range(run.procs)]
+    workers: list[subprocess.Popen[str]] = []
+    first = 0
+    try:
+        for count in split:
+            cmd = [PY, str(Path(__file__).resolve()), "--worker", "--target", target, "--url",
+                   url, "--n", str(count), "--first", str(first), "--n-total", str(n),
+                   "--seconds", str(seconds)]
+            if uvloop:
+                cmd.append("--uvloop")
+            first += count
+            workers.append(subprocess.Popen(cmd, cwd=REPO, stdin=subprocess.PIPE,
+                                            stdout=subprocess.PIPE, text=True, bufsize=1,
+                                            preexec_fn=die_with_parent))
+        for w in workers:
+            assert w.stdout is not None
+            line = w.stdout.readline()
+            if line.strip() != "READY":
+                raise RuntimeError(f"{target} N={n}: a client worker failed to connect "
+                                   f"({line.strip() or 'exit ' + str(w.wait(30))})")
+        wall_t0 = time.time() + 0.25
+        for w in workers:
+            assert w.stdin is not None
+            w.stdin.write(f"GO {wall_t0}\n")
+            w.stdin.flush()
+        time.sleep(max(0.0, wall_t0 - time.time()))
+        srv0, sto0, m0 = cpu_ticks(server_pids[0]), (
+            cpu_ticks(server_pids[1]) if server_pids[1] else None), time.monotonic()
+        for w in workers:
+            assert w.stdout is not None
+            line = w.stdout.readline()
+            if line.strip() != "STREAMED":
+                raise RuntimeError(f"{target} N={n}: a client worker died mid-run")
+        srv1, sto1, m1 = cpu_ticks(server_pids[0]), (
+            cpu_ticks(server_pids[1]) if server_pids[1] else None), time.monotonic()
+        results = []
+        for w in workers:
+            assert w.stdout is not None
+            line = w.stdout.readline()
+            if not line.startswith("RESULT "):
+                raise RuntimeError(f"{target} N={n}: a client worker gave no result")
+            results.append(json.loads(line[7:]))
+            w.wait(30)
+    except Exception as exc:
+        run.failure = str(exc).splitlines()[0][:80]
+        return run
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+                w.wait(5)
+    run.wall_s = m1 - m0
+    if server_pids[0] and (srv0 is None or srv1 is None):
+        run.failure = "server process gone"
+        return run
+    run.server_cpu_s = (srv1 - srv0) / CLK_TCK if srv0 is not None and srv1 is not None \
+        else float("nan")  # a server given by URL and no pid
+    if sto0 is not None and sto1 is not None:
+        run.store_cpu_s = (sto1 - sto0) / CLK_TCK
+    tail = int(1000 / FRAME_MS)
+    for res in results:
+        run.client_cpu_s += res["client_cpu_s"]
+        for s in res["sessions"]:
+            run.frames += len(s["lag_ms"])
+            run.lag += s["lag_ms"]
+            run.lag_tail += s["lag_ms"][-tail:]
+            run.rtt += s["rtt_ms"]
+            run.stop += s["stop_ms"]
+            run.commit += s["commit_ms"]
+            run.first_audio += s["first_audio_ms"]
+            run.turn += s["turn_ms"]
+            run.turns_expected += s["turns_expected"]
+            run.msgs_in += s["msgs_in"]
+            run.audio_deltas += s["events"].get("response.output_audio.delta", 0)
+            for k, v in s["errors"].items():
+                run.errors[k] = run.errors.get(k, 0) + v
+    return run
+
+
+# =============================================================================
+# report
+# =============================================================================
+
+
+def fmt(x: float | None, digits: int = 1) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    return f"{x:.{digits}f}"
+
+
+HEADER = ("target", "N", "cli", "fr/s in", "msg/s out", "lag p50/p99", "stop p50/p99",
+          "commit p50/p99", "c>aud p50/p99", "turn p50/p99", "rtt p50/p99", "srv CPU%",
+          "valkey CPU%", "ms/sess-s", "cli CPU%", "held")
+
+
+def pair(values: list[float], digits: int = 1) -> str:
+    if not values:
+        return "-"
+    return f"{fmt(pct(values, 0.5), digits)}/{fmt(pct(values, 0.99), digits)}"
+
+
+def row(r: Run) -> tuple[str, ...]:
+    held, why = r.held()
+    w = r.wall_s or float("nan")
+    cpu_ms = 1000 * r.server_cpu_s / r.session_seconds if r.session_seconds else float("nan")
+    store_pct = None if r.store_cpu_s is None else 100 * r.store_cpu_s / w
+    return (r.target, str(r.n), str(r.procs),
+            fmt(r.frames / w, 0), fmt(r.msgs_in / w, 0),
+            pair(r.lag), pair(r.stop), pair(r.commit), pair(r.first_audio), pair(r.turn),
+            pair(r.rtt, 2),
+            fmt(100 * r.server_cpu_s / w, 0), fmt(store_pct, 0),
+            fmt(cpu_ms, 1), fmt(100 * r.client_cpu_s / w, 0),
+            "yes" if held else f"NO ({why})")
+
+
+def print_table(runs: list[Run]) -> None:
+    rows = [HEADER] + [row(r) for r in runs]
+    last = len(HEADER) - 1
+    widths = [max(len(r[i]) for r in rows) for i in range(last)]
+    for k, r in enumerate(rows):
+        print("  ".join([c.rjust(w) for c, w in zip(r, widths, strict=False)] + [r[last]]),
+              flush=True)
+        if k == 0:
+            print("  ".join("-" * w for w in [*widths, len(HEADER[last])]))
+
+
+def print_summary(runs: list[Run]) -> None:
+    for target in dict.fromkeys(r.target for r in runs):
+        mine = sorted((r for r in runs if r.target == target), key=lambda r: r.n)
+        best = 0
+        for r in mine:
+            if r.held()[0]:
+                best = r.n
+            else:
+                break
+        tested = ",".join(str(r.n) for r in mine)
+        if best == mine[-1].n:
+            shown = f">= {best} (every N tested held; the limit is higher)"
+        else:
+            miss = next(r for r in mine if not r.held()[0])
+            shown = f"{best} (first miss at N={miss.n}: {miss.held()[1]})"
+        print(f"max N held in real time: {target} = {shown}  [tested N={tested}]")
+    gw = {r.n: r for r in runs if r.target == "gateway" and r.session_seconds}
+    ec = {r.n: r for r in runs if r.target == "echo" and r.session_seconds}
+    common = sorted(set(gw) & set(ec))
+    if common:
+        parts = []
+        for n in common:
+            g = 1000 * gw[n].server_cpu_s / gw[n].session_seconds
+            e = 1000 * ec[n].server_cpu_s / ec[n].session_seconds
+            parts.append(f"N={n}: {g / e:.1f}x" if e > 0 else f"N={n}: -")
+        print("gateway / echo server CPU per session-second (python process only): "
+              + ", ".join(parts))
+
+
+LEGEND = f"""\
+columns (latencies in ms, as p50/p99 over all frames or turns of the run):
+  cli        client worker processes the N sessions were split across
+  fr/s in    frames sent per second, all sessions (real time is 50 x N)
+  msg/s out  server->client messages per second
+  lag        how late each frame left the client vs its absolute 20 ms schedule
+             (measured after send() returned)
+  stop       gateway: sending the frame that completes the VAD's silence window ->
+             receiving input_audio_buffer.speech_stopped
+  commit     gateway: the same frame -> input_audio_buffer.committed
+  c>aud      gateway: input_audio_buffer.committed -> the response's first
+             response.output_audio.delta
+  turn       gateway: the same frame -> first response.output_audio.delta (what a
+             caller waits after the server could know the turn ended)
+  rtt        echo: frame round trip (send() -> echoed reply received)
+  srv CPU%   server python process, % of one core over the streaming window
+  valkey CPU% embedded valkey-server child of the gateway, % of one core
+  ms/sess-s  server python CPU ms per session-second of streamed audio (valkey not
+             included; includes the server's idle cost, shown above the table)
+  cli CPU%   the client worker processes, % of one core
+held real time = send-lag p99 < {LAG_P99_MAX_MS:.0f} ms AND mean send lag over the last 1 s
+  < {LAG_TAIL_MAX_MS:.0f} ms (no growing backlog on the way in) AND server answer latency p99
+  < {SERVER_P99_MAX_MS:.0f} ms (gateway: stop; echo: rtt; no queue building on the server) AND
+  every turn (gateway) / frame (echo) answered AND no error events."""
+
+
+# =============================================================================
+# main
+# =============================================================================
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sessions", default="1,2,4,8,16,32",
+                   help="comma-separated session counts N (default 1,2,4,8,16,32)")
+    p.add_argument("--seconds", type=float, default=10.0, help="streaming time per run")
+    p.add_argument("--gateway-url", help="use this gateway instead of starting one "
+                   "(its server CPU is then measured only if --gateway-pid is given)")
+    p.add_argument("--gateway-pid", type=int, help="pid of the --gateway-url process")
+    p.add_argument("--echo-url", help="use this echo server instead of starting one")
+    p.add_argument("--targets", default="gateway,echo", help="gateway,echo or one of them")
+    p.add_argument("--client-procs", type=int, default=1,
+                   help="client worker processes (sessions split between them)")
+    p.add_argument("--uvloop", action="store_true",
+                   help="run the client workers (and the echo server) on uvloop")
+    p.add_argument("--quick", action="store_true", help="smoke run: N=1,4 for 4 s")
+    p.add_argument("--gateway-arg", action="append", default=[],
+                   help="extra argument for `gateway.cli serve` (repeatable)")
+    p.add_argument("--profile", metavar="FILE",
+                   help="run the gateway under cProfile and write its stats to FILE")
+    p.add_argument("--gateway-tcp-nodelay", action="store_true",
+                   help="diagnosis: start the gateway with TCP_NODELAY on its listening "
+                   "socket (set from a bench-side launcher, product code untouched)")
+    p.add_argument("--json", metavar="FILE", help="also write the raw figures to FILE")
+    # worker mode (internal)
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--target", help=argparse.SUPPRESS)
+    p.add_argument("--url", help=argparse.SUPPRESS)
+    p.add_argument("--n", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--first", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--n-total", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--drain", type=float, default=0.3, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.quick:
+        args.sessions, args.seconds = "1,4", 4.0
+    return args
+
+
+# `gateway.cli serve` launched from a bench-side script, for diagnosis only (no
+# product code changes): under cProfile (uvicorn turns SIGTERM into a clean
+# exit, after which the stats are written), and/or with TCP_NODELAY set on the
+# listening socket (Linux copies it to every accepted connection).
+LAUNCH_WRAPPER = """\
+import cProfile, socket, sys
+import gateway.cli as cli
+if {nodelay!r}:
+    listen = cli._listen
+    def _listen(host, port):
+        sock = listen(host, port)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+    cli._listen = _listen
+out = {out!r}
+prof = cProfile.Profile() if out else None
+if prof:
+    prof.enable()
+try:
+    cli.main(sys.argv[1:])
+finally:
+    if prof:
+        prof.disable()
+        prof.dump_stats(out)
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.worker:
+        if args.uvloop:
+            import uvloop
+            uvloop.run(worker_main(args))
+        else:
+            asyncio.run(worker_main(args))
+        return 0
+
+    sizes = [int(x) for x in args.sessions.split(",") if x.strip()]
+    targets = [t.strip() for t in args.targets.split(",") if t.strip()]
+    started = time.monotonic()
+    servers: list[Server] = []
+    tmp = Path(tempfile.mkdtemp(prefix="relaybench-"))
+    runs: list[Run] = []
+    try:
+        plan: list[tuple[str, str, tuple[int, int | None]]] = []
+        if "gateway" in targets:
+            if args.gateway_url:
+                pid = args.gateway_pid
+                kids = children(pid) if pid else []
+                plan.append(("gateway", args.gateway_url, (pid or 0, kids[0] if kids else None)))
+            else:
+                gw = start_gateway(tmp / "gw", args.gateway_arg, args.profile,
+                                   args.gateway_tcp_nodelay)
+                servers.append(gw)
+                kids = children(gw.pid)
+                url = f"ws://{gw.match}/v1/realtime"
+                plan.append(("gateway", url, (gw.pid, kids[0] if kids else None)))
+        if "echo" in targets:
+            if args.echo_url:
+                plan.append(("echo", args.echo_url, (0, None)))
+            else:
+                echo = start_echo(args.uvloop)
+                servers.append(echo)
+                plan.append(("echo", echo.match, (echo.pid, None)))
+        if args.gateway_tcp_nodelay or args.profile:
+            print("  (gateway launched via the bench launcher:"
+                  + (" TCP_NODELAY on its listening socket" if args.gateway_tcp_nodelay else "")
+                  + (f" cProfile -> {args.profile}" if args.profile else "") + ")")
+        print(f"relay bench: N={sizes}, {args.seconds:g} s per run, 20 ms frames of 24 kHz "
+              f"PCM16, {TONE_FRAMES * FRAME_MS / 1000:g} s tone / "
+              f"{SILENCE_FRAMES * FRAME_MS / 1000:g} s silence; {os.cpu_count()} CPUs; "
+              f"client: {args.client_procs} worker process(es), "
+              f"{'uvloop' if args.uvloop else 'asyncio'} loop", flush=True)
+        for target, url, pids in plan:
+            own, store = idle_cpu(pids)
+            print(f"  {target}: {url} (pid {pids[0] or '?'}"
+                  + (f", valkey-server pid {pids[1]}" if pids[1] else "")
+                  + f"); idle CPU with no session: {fmt(own, 1)}% of a core"
+                  + (f" (+ valkey {fmt(store, 1)}%)" if pids[1] else ""), flush=True)
+        for target, url, pids in plan:
+            for n in sizes:
+                t = time.monotonic()
+                r = run_one(target, url, pids, n, args.seconds, args.client_procs, args.uvloop)
+                runs.append(r)
+                held, why = r.held()
+                print(f"  ran {target} N={n} in {time.monotonic() - t:.1f} s: "
+                      f"{'held' if held else 'NOT held: ' + why}", flush=True)
+                time.sleep(0.5)  # let closing sessions settle
+    finally:
+        for s in reversed(servers):
+            s.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print()
+    print_table(runs)
+    print()
+    print_summary(runs)
+    print(LEGEND)
+    print(f"total bench time {time.monotonic() - started:.0f} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps([{**vars(r), "held": r.held()} for r in runs]))
+    return 0
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt  # unwinds through the clean-up in main()
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _terminate)
+    with contextlib.suppress(KeyboardInterrupt):
+        sys.exit(main())
