@@ -88,9 +88,10 @@ def to_beta(ev: Event) -> Event | None:
     out = {**ev, "type": _BETA_NAMES.get(ev["type"], ev["type"])}
     if "item" in out:
         out["item"] = _beta_item(out["item"])
-    if "part" in out and isinstance(out["part"], dict):
-        part = out["part"]
-        out["part"] = {**part, "type": _BETA_CONTENT.get(part.get("type", ""), part.get("type"))}
+    response = out.get("response")
+    if isinstance(response, dict) and response.get("output"):
+        out["response"] = {**response,
+                           "output": [_beta_item(item) for item in response["output"]]}
     return out
 
 

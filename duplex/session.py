@@ -67,6 +67,7 @@ class InputBuffer:
 class SessionCore:
     fence: Fence
     config: SessionConfig = field(default_factory=SessionConfig)
+    beta: bool = False  # the client speaks the beta dialect (session object shape)
     turn_state: TurnState = TurnState.IDLE
     items: OrderedDict[str, ev.Event] = field(default_factory=OrderedDict)
     response: Response | None = None
@@ -74,6 +75,7 @@ class SessionCore:
     deferred_response: bool = False
     counter: int = 0
     _ledgers: OrderedDict[str, PlaybackLedger] = field(default_factory=OrderedDict)
+    _input_ms: dict[str, float] = field(default_factory=dict)  # committed audio per item
     _effects: list[fx.Effect] = field(default_factory=list)
 
     # -- plumbing ---------------------------------------------------------------
@@ -105,14 +107,17 @@ class SessionCore:
     # -- session ----------------------------------------------------------------
 
     def created_event(self, resume_token: str | None) -> ev.Event:
-        return ev.event(E.SESSION_CREATED, session=self.config.wire(self.fence.session_id),
+        return ev.event(E.SESSION_CREATED, session=self._session_object(),
                         resume_token=resume_token)
+
+    def _session_object(self) -> ev.Event:
+        return self.config.wire(self.fence.session_id, beta=self.beta)
 
     def update_session(self, cmd: c.UpdateSession) -> None:
         self._require_open()
         self.config = apply_update(self.config, cmd.session)
         self._effects.append(fx.SaveConfig())
-        self._emit(E.SESSION_UPDATED, session=self.config.wire(self.fence.session_id))
+        self._emit(E.SESSION_UPDATED, session=self._session_object())
 
     def heartbeat(self) -> None:
         self._require_open()
@@ -177,6 +182,7 @@ class SessionCore:
         previous = next(reversed(self.items), None)
         item = ev.user_audio_item(item_id, None)
         self.items[item_id] = item
+        self._input_ms[item_id] = self.input.ms
         self.input = InputBuffer()
         self._emit(E.INPUT_COMMITTED, previous_item_id=previous, item_id=item_id)
         self._emit(E.ITEM_ADDED, previous_item_id=previous, item=item)
@@ -207,8 +213,9 @@ class SessionCore:
         item["content"] = [{"type": "input_audio", "transcript": text}]
         self._effects.append(fx.SaveItem(item_id, item, None))
         if self.config.transcription is not None:
+            seconds = round(self._input_ms.pop(item_id, 0.0) / 1000.0, 3)
             self._emit(E.TRANSCRIPTION_COMPLETED, item_id=item_id, content_index=0,
-                       transcript=text, usage=None)
+                       transcript=text, usage={"type": "duration", "seconds": seconds})
 
     # -- responses --------------------------------------------------------------
 
@@ -238,8 +245,9 @@ class SessionCore:
         previous = next(reversed(self.items), None)
         if not response.out_of_band:
             self._emit(E.ITEM_ADDED, previous_item_id=previous, item=item)
-        part = ({"type": "output_audio", "transcript": ""} if response.audio
-                else {"type": "output_text", "text": ""})
+        # content parts use the short type names (the items use output_audio)
+        part = ({"type": "audio", "transcript": ""} if response.audio
+                else {"type": "text", "text": ""})
         self._emit(E.CONTENT_PART_ADDED, response_id=rid, item_id=item_id, output_index=0,
                    content_index=0, part=part)
         return response
@@ -303,10 +311,10 @@ class SessionCore:
         if r.audio:
             self._emit(E.AUDIO_DONE, **common)
             self._emit(E.AUDIO_TRANSCRIPT_DONE, **common, transcript=heard)
-            part: ev.Event = {"type": "output_audio", "transcript": heard}
+            part: ev.Event = {"type": "audio", "transcript": heard}
         else:
             self._emit(E.TEXT_DONE, **common, text=heard)
-            part = {"type": "output_text", "text": heard}
+            part = {"type": "text", "text": heard}
         self._emit(E.CONTENT_PART_DONE, **common, part=part)
         status = "completed" if r.status is ResponseStatus.COMPLETED else "incomplete"
         item = self._assistant_item(r, status)

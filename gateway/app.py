@@ -99,7 +99,7 @@ class Gateway:
         assert self.store and self.orchestrator and self.plugin
         sid = "sess_" + secrets.token_urlsafe(18)
         token = secrets.token_urlsafe(32)
-        core = SessionCore(Fence(sid, 1, 0, 0))
+        core = SessionCore(Fence(sid, 1, 0, 0), beta=beta)
         cfg = self.config
         record = await self.store.open_session(
             sid, owner=self.owner, token_digest=token_digest(token), config="{}",

@@ -194,9 +194,6 @@ def _models_by_type() -> dict[str, type[BaseModel]]:
 
 
 MODELS = _models_by_type()
-# Where the gateway's events break the SDK's generated GA types (see the xfail below).
-DEVIATING = {"response.content_part.added", "response.content_part.done",
-             "conversation.item.input_audio_transcription.completed"}
 
 
 async def raw_until(conn: AsyncRealtimeConnection, type_: str,
@@ -233,7 +230,7 @@ async def a_turn_of_raw_events(gateway: GatewayProcess) -> list[dict[str, Any]]:
 async def test_events_validate_against_the_sdk_schema(gateway: GatewayProcess) -> None:
     events = await a_turn_of_raw_events(gateway)
     seen = {e["type"] for e in events}
-    assert seen - DEVIATING >= {
+    assert seen >= {
         "session.created", "session.updated", "input_audio_buffer.speech_started",
         "input_audio_buffer.speech_stopped", "input_audio_buffer.committed",
         "conversation.item.added", "conversation.item.done", "response.created",
@@ -241,21 +238,7 @@ async def test_events_validate_against_the_sdk_schema(gateway: GatewayProcess) -
         "response.output_audio_transcript.delta", "response.output_audio.done",
         "response.output_audio_transcript.done", "response.output_item.done",
         "response.done", "rate_limits.updated", "conversation.item.truncated",
-        "conversation.item.retrieved", "error"}
+        "conversation.item.retrieved", "error", "response.content_part.added",
+        "response.content_part.done", "conversation.item.input_audio_transcription.completed"}
     for event in events:
-        if event["type"] not in DEVIATING:
-            MODELS[event["type"]].model_validate(event)  # raises on any schema break
-
-
-@pytest.mark.xfail(strict=True, reason=(
-    "product bug (SDK schema): response.content_part.added/done carry part.type "
-    "'output_audio' where openai-python's GA types allow only 'audio'|'text' "
-    "(duplex/session.py _open_response and _finish build the part from the item content "
-    "type), and conversation.item.input_audio_transcription.completed sends usage: null "
-    "where the type requires a usage object (duplex/session.py transcript)"))
-async def test_content_part_and_transcription_events_validate_against_the_sdk_schema(
-        gateway: GatewayProcess) -> None:
-    events = [e for e in await a_turn_of_raw_events(gateway) if e["type"] in DEVIATING]
-    assert {e["type"] for e in events} == DEVIATING
-    for event in events:
-        MODELS[event["type"]].model_validate(event)
+        MODELS[event["type"]].model_validate(event)  # raises on any schema break

@@ -87,6 +87,8 @@ def frame(**fields: object) -> str:
 CASES = [
     pytest.param('{"type": "session.update", "session": ', "invalid_json", None, None,
                  id="invalid_json"),
+    pytest.param('{"type": "playback.ack", "played_ms": NaN, "event_id": "evt_nan"}',
+                 "invalid_json", None, None, id="nan_is_not_json"),
     pytest.param('[{"type": "session.update"}]', "invalid_event", None, None,
                  id="not_an_object"),
     pytest.param(frame(type="session.frobnicate", event_id="evt_unknown"), "unknown_event",
@@ -249,6 +251,7 @@ async def test_commands_after_session_close_never_crash_and_the_socket_closes(
         assert len(client.of("session.closed")) == 1
 
     await alongside_bystander(gateway.ws, case)
+    assert not [line for line in gateway.output if "Traceback" in line]
 
 
 @pytest.mark.xfail(strict=True, reason=(

@@ -328,11 +328,6 @@ async def test_beta_dialect_event_names(gateway: GatewayProcess, how: dict[str, 
         await c.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "product bug: beta clients get the GA session object. duplex/session.py created_event "
-    "and update_session call SessionConfig.wire() without beta=True, and "
-    "duplex/events.py to_beta does not convert 'session'; SessionConfig.wire(beta=True) "
-    "(input_audio_format 'pcm16', modalities, top-level turn_detection) is never used"))
 async def test_beta_dialect_session_object(gateway: GatewayProcess) -> None:
     c = await RealtimeClient.connect(gateway.ws,
                                      additional_headers={"OpenAI-Beta": "realtime=v1"})
@@ -346,10 +341,6 @@ async def test_beta_dialect_session_object(gateway: GatewayProcess) -> None:
         await c.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "product bug: duplex/events.py to_beta renames content types in 'item' and 'part' "
-    "but not in response.done's response.output[].content[], so beta clients see "
-    "'output_audio' there instead of the beta 'audio'"))
 async def test_beta_dialect_response_done_content_types(gateway: GatewayProcess) -> None:
     c = await beta_turn(gateway, {"additional_headers": {"OpenAI-Beta": "realtime=v1"}})
     try:

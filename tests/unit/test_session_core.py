@@ -210,7 +210,7 @@ def test_text_only_response_emits_text_deltas() -> None:
     effects = core.effects()
     (start,) = only(effects, fx.StartResponse)
     assert start.fence == Fence("s1", 1, 0, 1)
-    assert one_event(effects, E.CONTENT_PART_ADDED)["part"] == {"type": "output_text",
+    assert one_event(effects, E.CONTENT_PART_ADDED)["part"] == {"type": "text",
                                                                "text": ""}
     assert core.assistant_audio(start.fence, "", 0.0, "Hi")
     assert names(core.effects()) == [E.TEXT_DELTA]
