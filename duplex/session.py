@@ -107,17 +107,17 @@ class SessionCore:
     # -- session ----------------------------------------------------------------
 
     def created_event(self, resume_token: str | None) -> ev.Event:
-        return ev.event(E.SESSION_CREATED, session=self._session_object(),
+        return ev.event(E.SESSION_CREATED, session=self.session_object(),
                         resume_token=resume_token)
 
-    def _session_object(self) -> ev.Event:
+    def session_object(self) -> ev.Event:
         return self.config.wire(self.fence.session_id, beta=self.beta)
 
     def update_session(self, cmd: c.UpdateSession) -> None:
         self._require_open()
         self.config = apply_update(self.config, cmd.session)
         self._effects.append(fx.SaveConfig())
-        self._emit(E.SESSION_UPDATED, session=self._session_object())
+        self._emit(E.SESSION_UPDATED, session=self.session_object())
 
     def heartbeat(self) -> None:
         self._require_open()

@@ -36,6 +36,10 @@ class GatewayConfig:
     max_message_bytes: int = 4 * 1024 * 1024
     max_pending_commands: int = 512
     journal_max_events: int = 20000
+    resume_replay_ttl_s: float = 60.0
+    resume_replay_max_bytes: int = 8 * 1024 * 1024
+    reaper_interval_s: float = 1.0
+    store_timeout_s: float = 2.0
     log_level: str = "info"
 
 
@@ -58,6 +62,11 @@ _FLAGS: dict[str, tuple[Any, str]] = {
     "max_pending_commands": (int, "client commands queued per session before "
                                   "input_backpressure"),
     "journal_max_events": (int, "server events kept per session for resume"),
+    "resume_replay_ttl_s": (float, "how long a server event stays replayable"),
+    "resume_replay_max_bytes": (int, "journal bytes kept per session for resume"),
+    "reaper_interval_s": (float, "owner heartbeat and expiry sweep period; an owner "
+                                 "is presumed dead after 3 missed beats"),
+    "store_timeout_s": (float, "longest wait for one Redis operation"),
     "log_level": (str, "debug, info, warning or error"),
 }
 

@@ -2,7 +2,8 @@
 
 Each event gets the next ``server_event_seq`` and is appended to the session's
 Redis journal in one round trip per batch *before* it is written to the socket,
-so a crash can never leave a client holding an event the journal lacks.
+so a crash can never leave a client holding an event the journal lacks. The
+journal is bounded by age and bytes (trimmed here) and by client acks.
 """
 
 from __future__ import annotations
@@ -10,11 +11,14 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from duplex.errors import DuplexError, StoreUnavailable
 from duplex.events import Event, to_beta
+from duplex.fence import Fence
 from duplex.store.base import SessionStore
 from gateway.metrics import Metrics
 
@@ -24,22 +28,44 @@ log = logging.getLogger(__name__)
 class Attachment(Protocol):
     """The socket a session is currently attached to."""
 
+    generation: int
+
     async def send_text(self, text: str) -> None: ...
+
+    async def end(self, code: int, reason: str) -> None:
+        """Close the socket (idempotent); its reader stops."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class JournalLimits:
+    max_events: int = 20000
+    max_age_s: float = 60.0
+    max_bytes: int = 8 * 1024 * 1024
+
+
+def dumps(event: Event) -> str:
+    return json.dumps(event, separators=(",", ":"))
 
 
 class Emitter:
     def __init__(self, store: SessionStore, session_id: str, owner: str, incarnation: int,
-                 *, last_seq: int, beta: bool, journal_max: int, metrics: Metrics) -> None:
+                 *, last_seq: int, beta: bool, limits: JournalLimits, metrics: Metrics,
+                 fence: Callable[[], Fence]) -> None:
         self.store = store
         self.session_id = session_id
         self.owner = owner
         self.incarnation = incarnation
         self.last_seq = last_seq
         self.beta = beta
-        self.journal_max = journal_max
+        self.limits = limits
         self.metrics = metrics
+        self.fence = fence
         self.attachment: Attachment | None = None
-        self.on_send_failed: Callable[[], None] = lambda: None
+        self.on_send_failed: Callable[[Attachment], None] = lambda attachment: None
+        self._uncertain = False  # a failed append may still have landed
+        self._window: deque[tuple[float, int, int]] = deque()  # (time, seq, bytes)
+        self._window_bytes = 0
 
     def _stamp(self, events: Sequence[Event]) -> list[tuple[int, str, str]]:
         stamped: list[tuple[int, str, str]] = []
@@ -51,36 +77,81 @@ class Emitter:
             seq += 1
             wire = {"event_id": f"event_{self.session_id[-8:]}_{seq}", **wire,
                     "server_event_seq": seq}
-            stamped.append((seq, wire["type"], json.dumps(wire, separators=(",", ":"))))
+            stamped.append((seq, wire["type"], dumps(wire)))
         return stamped
 
-    async def publish(self, events: Sequence[Event]) -> None:
-        """Journal then send ``events`` in order."""
-        stamped = self._stamp(events)
-        if not stamped:
-            return
+    async def publish(self, events: Sequence[Event]) -> bool:
+        """Journal then send ``events`` in order; False when the store refused them."""
         try:
+            if self._uncertain:
+                await self._reconcile()
+            stamped = self._stamp(events)
+            if not stamped:
+                return True
+            fence = self.fence()
+            now = time.time()
             await self.store.append_events(
                 self.session_id, self.owner, self.incarnation,
-                [(seq, text) for seq, _, text in stamped], max_len=self.journal_max,
-                now=time.time())
+                [(seq, text) for seq, _, text in stamped], max_len=self.limits.max_events,
+                now=now, epoch=fence.epoch, turn_id=fence.turn_id)
         except StoreUnavailable as exc:
             # Never send what the journal lacks; tell the client why it missed it.
-            log.warning("session %s: %d events not journaled: %s", self.session_id,
-                        len(stamped), exc)
+            log.warning("session %s: events not journaled: %s", self.session_id, exc)
+            self._uncertain = True
             await self.send_unjournaled(exc)
-            return
+            return False
         self.last_seq = stamped[-1][0]
-        for _, kind, text in stamped:
+        for seq, kind, text in stamped:
             self.metrics.events.labels(kind).inc()
             if kind == "error":
                 self.metrics.errors.labels(json.loads(text)["error"]["code"]).inc()
+            self._window.append((now, seq, len(text)))
+            self._window_bytes += len(text)
             await self.send(text)
+        await self._bound_journal(now)
+        return True
+
+    async def _reconcile(self) -> None:
+        """After a failed append: the journal is the truth. Send what landed."""
+        _, last = await self.store.journal_bounds(self.session_id)
+        while self.last_seq < last:
+            entries = await self.store.read_journal(self.session_id, self.last_seq, 500)
+            if not entries:
+                break
+            for seq, text in entries:
+                await self.send(text)
+                self.last_seq = seq
+        self._uncertain = False
+
+    async def _bound_journal(self, now: float) -> None:
+        upto = 0
+        limits = self.limits
+        while self._window and (self._window[0][0] < now - limits.max_age_s
+                                or self._window_bytes > limits.max_bytes):
+            _, upto, size = self._window.popleft()
+            self._window_bytes -= size
+        if upto:
+            try:
+                await self.store.trim_journal(self.session_id, upto)
+            except StoreUnavailable as exc:  # the next publish trims again
+                log.info("session %s: journal not trimmed: %s", self.session_id, exc)
+
+    async def replay(self, cursor: int) -> int:
+        """Send the journaled events after ``cursor`` (checked by the caller); returns count."""
+        sent = 0
+        while cursor < self.last_seq:
+            entries = await self.store.read_journal(self.session_id, cursor, 500)
+            if not entries:
+                break
+            for seq, text in entries:
+                await self.send(text)
+                cursor, sent = seq, sent + 1
+        return sent
 
     async def send_unjournaled(self, exc: DuplexError) -> None:
-        """An error that could not be journaled itself (the store is down)."""
+        """An error that is not journaled (the store is down, or the session ended)."""
         self.metrics.errors.labels(exc.code).inc()
-        await self.send(json.dumps({"type": "error", "error": exc.to_wire()}))
+        await self.send(dumps({"type": "error", "error": exc.to_wire()}))
 
     async def send(self, text: str) -> None:
         attachment = self.attachment
@@ -91,4 +162,4 @@ class Emitter:
         except Exception as exc:  # the peer went away mid-send: detach, keep journaling
             log.info("session %s: send failed (%r); detaching", self.session_id, exc)
             self.attachment = None
-            self.on_send_failed()
+            self.on_send_failed(attachment)

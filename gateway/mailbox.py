@@ -35,6 +35,16 @@ class Mailbox:
         queue.append(item)
         self._ready.set()
 
+    def put_urgent(self, item: Any) -> None:
+        """A control item that must never be refused (close, detach, attach)."""
+        self._lanes[Lane.CONTROL].append(item)
+        self._ready.set()
+
+    def drain(self, lane: Lane) -> list[Any]:
+        items = list(self._lanes[lane])
+        self._lanes[lane].clear()
+        return items
+
     async def get(self) -> Any:
         while True:
             for lane in Lane:

@@ -17,6 +17,8 @@ class Metrics:
                                        registry=r)
         self.sessions_rejected = Counter("duplex_sessions_rejected",
                                          "sessions refused at admission", ["code"], registry=r)
+        self.resumes = Counter("duplex_sessions_resumed", "successful session resumes",
+                               registry=r)
         self.events = Counter("duplex_server_events", "server events journaled and sent",
                               ["type"], registry=r)
         self.errors = Counter("duplex_errors", "error events sent to clients", ["code"],

@@ -4,6 +4,15 @@ The reader turns wire messages into core commands and queues them on the
 session's mailbox; the session's worker is the only writer of server events.
 Errors are split by cause in ``duplex.errors`` and become ``error`` events
 here, at the boundary; one bad message never ends the connection.
+
+Connection semantics (the duplex extensions):
+
+- ``/v1/realtime`` opens a new session (``session.created`` carries a
+  ``resume_token``); ``?resume=<session_id>`` with ``session.resume`` as the
+  first message re-attaches to one.
+- A client that closes with code 1000 ends its session (``session.closed``);
+  any other drop detaches it for ``disconnect_grace_s``, during which it goes on
+  generating and journaling. ``?resumable=0`` makes every drop an end.
 """
 
 from __future__ import annotations
@@ -18,24 +27,38 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from duplex import commands as c
 from duplex.errors import CapacityError, DuplexError, InvalidRequest, SessionStateError
-from duplex.events import ServerEvent, event
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.gateway import Gateway
     from gateway.session_runner import SessionRunner
 
 log = logging.getLogger(__name__)
 
 KEY_SUBPROTOCOL = "openai-insecure-api-key."
 BETA_SUBPROTOCOL = "openai-beta.realtime-v1"
+FIRST_MESSAGE_TIMEOUT_S = 10.0
+CLOSE_REPLACED = 4000
 
 
 class WsAttachment:
-    def __init__(self, ws: WebSocket) -> None:
+    """One socket serving one attachment generation of a session."""
+
+    def __init__(self, ws: WebSocket, generation: int) -> None:
         self.ws = ws
+        self.generation = generation
+        self.ended = asyncio.Event()
 
     async def send_text(self, text: str) -> None:
         await self.ws.send_text(text)
+
+    async def end(self, code: int, reason: str) -> None:
+        if self.ended.is_set():
+            return
+        self.ended.set()
+        try:
+            await self.ws.close(code, reason[:120])
+        except (RuntimeError, WebSocketDisconnect):
+            pass  # the peer is already gone
 
 
 def _offered_key(ws: WebSocket, protocols: list[str]) -> str | None:
@@ -49,8 +72,11 @@ def _offered_key(ws: WebSocket, protocols: list[str]) -> str | None:
 
 
 async def _refuse(ws: WebSocket, error: DuplexError, close_code: int) -> None:
-    await ws.send_text(json.dumps({"type": "error", "error": error.to_wire()}))
-    await ws.close(close_code, error.message[:120])
+    try:
+        await ws.send_text(json.dumps({"type": "error", "error": error.to_wire()}))
+        await ws.close(close_code, error.message[:120])
+    except (RuntimeError, WebSocketDisconnect):
+        pass
 
 
 async def realtime_endpoint(ws: WebSocket) -> None:
@@ -66,50 +92,108 @@ async def realtime_endpoint(ws: WebSocket) -> None:
             await _refuse(ws, InvalidRequest("invalid or missing API key",
                                              code="invalid_api_key"), 1008)
             return
-    if await gateway.readiness():
-        await _refuse(ws, DuplexError("the gateway is not ready", code="not_ready"), 1013)
+    why = await gateway.readiness()
+    if why:
+        await _refuse(ws, DuplexError(f"the gateway is not ready: {why}",
+                                      code="not_ready"), 1013)
         return
     beta = ("realtime=v1" in ws.headers.get("openai-beta", "")
             or BETA_SUBPROTOCOL in protocols)
+    resume_id = ws.query_params.get("resume")
+    attached = (await _resume(ws, gateway, resume_id, beta) if resume_id
+                else await _open(ws, gateway, beta))
+    if attached is None:
+        return
+    runner, attachment = attached
+    resumable = ws.query_params.get("resumable", "1").lower() not in ("0", "false", "no")
+    async with asyncio.TaskGroup() as tg:
+        reader = tg.create_task(_read(ws, runner, attachment, resumable,
+                                      gateway.config.max_message_bytes))
+        await attachment.ended.wait()
+        reader.cancel()
+
+
+async def _open(ws: WebSocket, gateway: Gateway,
+                beta: bool) -> tuple[SessionRunner, WsAttachment] | None:
     try:
         runner, token = await gateway.open_session(beta=beta)
     except CapacityError as exc:
         gateway.metrics.sessions_rejected.labels(exc.code).inc()
         await _refuse(ws, exc, 1013)
-        return
+        return None
     except DuplexError as exc:
         await _refuse(ws, exc, 1011)
-        return
-    runner.emitter.attachment = WsAttachment(ws)
-    await runner.emitter.publish([runner.core.created_event(token)])
-    await _serve(ws, runner, gateway.config.max_message_bytes)
+        return None
+    attachment = WsAttachment(ws, generation=1)
+    await runner.attach(attachment, resume_token=token, cursor=None)
+    return runner, attachment
 
 
-async def _serve(ws: WebSocket, runner: SessionRunner, max_bytes: int) -> None:
-    async with asyncio.TaskGroup() as tg:
-        session = tg.create_task(runner.run(), name=f"session-{runner.session_id}")
-        reader = tg.create_task(_read(ws, runner, max_bytes), name="reader")
-        await runner.closed.wait()
-        reader.cancel()
-        await session
-    await _answer_late(ws)
+async def _first_command(ws: WebSocket) -> c.Command | None:
     try:
-        await ws.close(1000)
-    except (RuntimeError, WebSocketDisconnect):
-        pass  # already closed by the peer
+        msg = await asyncio.wait_for(ws.receive(), FIRST_MESSAGE_TIMEOUT_S)
+    except TimeoutError:
+        raise InvalidRequest("session.resume must arrive within "
+                             f"{FIRST_MESSAGE_TIMEOUT_S:.0f} s", code="config_timeout") from None
+    if msg["type"] == "websocket.disconnect":
+        return None
+    try:
+        return c.parse_command(json.loads(msg.get("text") or "null"))
+    except ValueError:
+        raise InvalidRequest("message is not valid JSON", code="invalid_json") from None
 
 
-async def _read(ws: WebSocket, runner: SessionRunner, max_bytes: int) -> None:
+async def _resume(ws: WebSocket, gateway: Gateway, sid: str,
+                  beta: bool) -> tuple[SessionRunner, WsAttachment] | None:
+    try:
+        cmd = await _first_command(ws)
+        if cmd is None:
+            return None
+        if not isinstance(cmd, c.ResumeSession):
+            raise InvalidRequest("the first message of a resume must be session.resume",
+                                 code="invalid_session_resume")
+        if cmd.session_id not in (None, sid):
+            raise InvalidRequest("session.resume names another session than ?resume=",
+                                 code="invalid_session_resume", param="session_id")
+        runner, token, generation = await gateway.resume_session(
+            sid, cmd.resume_token, beta=beta)
+        attachment = WsAttachment(ws, generation)
+        await runner.attach(attachment, resume_token=token,
+                            cursor=cmd.last_received_server_event_seq)
+    except DuplexError as exc:
+        gateway.metrics.errors.labels(exc.code).inc()
+        await _refuse(ws, exc, 1008 if isinstance(exc, InvalidRequest | SessionStateError)
+                      else 1011)
+        return None
+    if attachment.ended.is_set():
+        return None  # e.g. session.resync_required ended it
+    gateway.metrics.resumes.inc()
+    return runner, attachment
+
+
+async def _read(ws: WebSocket, runner: SessionRunner, attachment: WsAttachment,
+                resumable: bool, max_bytes: int) -> None:
+    code = 1006
     try:
         while True:
             msg = await ws.receive()
             if msg["type"] == "websocket.disconnect":
+                code = int(msg.get("code") or 1006)
                 break
+            if runner.emitter.attachment is not attachment:
+                return  # replaced or ended: this socket's input no longer counts (R18)
             _dispatch(runner, msg.get("text"), msg.get("bytes"), max_bytes)
-    except (WebSocketDisconnect, RuntimeError):
-        pass
-    runner.emitter.attachment = None
-    runner.request_close("disconnect")
+    except WebSocketDisconnect as exc:
+        code = exc.code
+    except RuntimeError:
+        pass  # receive after the server closed the socket
+    if attachment.ended.is_set():
+        return
+    attachment.ended.set()
+    if code == 1000 or not resumable:
+        runner.request_close("client_close" if code == 1000 else "disconnect")
+    else:
+        runner.request_detach(attachment)
 
 
 def _dispatch(runner: SessionRunner, text: str | None, data: bytes | None,
@@ -134,16 +218,3 @@ def _dispatch(runner: SessionRunner, text: str | None, data: bytes | None,
 
 def _no_constants(name: str) -> object:
     raise ValueError(f"{name} is not JSON")  # NaN/Infinity: Python accepts them, JSON does not
-
-
-async def _answer_late(ws: WebSocket) -> None:
-    """Commands that arrive after the session ended get a clear refusal."""
-    refusal = SessionStateError("the session is closed", code="session_closed")
-    try:
-        while True:
-            msg = await asyncio.wait_for(ws.receive(), 0.05)
-            if msg["type"] == "websocket.disconnect":
-                return
-            await ws.send_text(json.dumps(event(ServerEvent.ERROR, error=refusal.to_wire())))
-    except (TimeoutError, RuntimeError, WebSocketDisconnect):
-        return

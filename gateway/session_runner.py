@@ -23,14 +23,21 @@ import numpy as np
 
 from duplex import commands as c
 from duplex import effects as fx
-from duplex.errors import CapacityError, DuplexError, SessionStateError, StoreUnavailable
+from duplex.errors import (
+    CapacityError,
+    DuplexError,
+    LeaseLost,
+    SessionStateError,
+    StoreUnavailable,
+)
 from duplex.events import ServerEvent, event
 from duplex.fence import Fence, is_current_epoch
+from duplex.journal import ReplayVerdict, plan_replay
 from duplex.pacing import Pacer
 from duplex.session import SessionCore, apply_command
-from duplex.store.base import SessionStore
+from duplex.store.base import SessionRecord, SessionStore
 from gateway.audio_io import AudioIO
-from gateway.emitter import Emitter
+from gateway.emitter import Attachment, Emitter, dumps
 from gateway.mailbox import Lane, Mailbox
 from gateway.metrics import Metrics
 from orchestrator.duplex import DuplexOrchestrator, request_id
@@ -60,6 +67,25 @@ class _ClientError:
 @dataclass(frozen=True, slots=True)
 class _Close:
     reason: str
+    terminal: ServerEvent = ServerEvent.SESSION_CLOSED
+
+
+@dataclass(slots=True)
+class _Attach:
+    attachment: Attachment
+    resume_token: str
+    cursor: int | None  # None: a new session (send session.created)
+    done: asyncio.Future[None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Detach:
+    attachment: Attachment
+
+
+@dataclass(frozen=True, slots=True)
+class _Recovered:
+    lost_response_id: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +94,7 @@ class RunnerLimits:
     max_pending_commands: int = 512
     max_pending_events: int = 256
     max_pending_audio: int = 4096
-    journal_max: int = 20000
+    renew_every_s: float = 1.0  # lease renewals on input activity, at most this often
 
 
 class SessionRunner:
@@ -99,8 +125,13 @@ class SessionRunner:
         self._unit_samples = caps.input_rate * caps.unit_ms // 1000
         self._prefix: deque[np.ndarray[Any, np.dtype[np.int16]]] = deque()
         self._turn_ended_at: float | None = None
+        self._renewed_at = 0.0
+        self.recovery: dict[str, Any] | None = None  # said in the next session.resumed
+        self.record: SessionRecord | None = None  # as restored from Redis, if it was
+        self.task: asyncio.Task[None] | None = None
         self.closed = asyncio.Event()
         self.on_closed: list[Any] = []
+        emitter.on_send_failed = self.request_detach
 
     @property
     def session_id(self) -> str:
@@ -120,9 +151,30 @@ class SessionRunner:
             log.warning("session %s: dropped error %s (mailbox full)", self.session_id,
                         error.code)
 
-    def request_close(self, reason: str) -> None:
-        self.mailbox._lanes[Lane.CONTROL].append(_Close(reason))  # never refused
-        self.mailbox._ready.set()
+    def request_close(self, reason: str, *,
+                      terminal: ServerEvent = ServerEvent.SESSION_CLOSED) -> None:
+        self.mailbox.put_urgent(_Close(reason, terminal))
+
+    def request_expire(self, reason: str) -> None:
+        self.request_close(reason, terminal=ServerEvent.SESSION_EXPIRED)
+
+    def request_detach(self, attachment: Attachment) -> None:
+        self.mailbox.put_urgent(_Detach(attachment))
+
+    def recover(self, lost_response_id: str | None) -> None:
+        """This process took the session over after its owner died (DESIGN §8)."""
+        self.recovery = {"recovered": True, "lost_response_id": lost_response_id}
+        self.mailbox.put_urgent(_Recovered(lost_response_id))
+
+    async def attach(self, attachment: Attachment, *, resume_token: str,
+                     cursor: int | None) -> None:
+        """Make ``attachment`` the session's socket; for a resume, replay from ``cursor``.
+
+        Runs on the worker, so nothing interleaves with the replay.
+        """
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.mailbox.put_urgent(_Attach(attachment, resume_token, cursor, done))
+        await done
 
     def current_fence(self) -> Fence:
         return self.core.fence
@@ -163,16 +215,32 @@ class SessionRunner:
             item = await self.mailbox.get()
             try:
                 await self._handle(item)
+            except LeaseLost as exc:
+                await self._lose_lease(exc)
             except DuplexError as exc:
                 if isinstance(item, c.Command) and exc.event_id is None:
                     exc.event_id = item.event_id
+                if isinstance(item, _Attach) and not item.done.done():
+                    item.done.set_exception(exc)
+                    continue
                 await self._publish_error(exc)
 
     async def _publish_error(self, exc: DuplexError) -> None:
         await self.emitter.publish([event(ServerEvent.ERROR, error=exc.to_wire())])
 
     async def _handle(self, item: Any) -> None:
+        if isinstance(item, c.Command):
+            await self._renew(force=isinstance(item, c.Heartbeat))
         match item:
+            case _Attach():
+                await self._attach(item)
+                return
+            case _Detach():
+                await self._detach(item.attachment)
+                return
+            case _Recovered():
+                await self._report_lost_response(item.lost_response_id)
+                return
             case c.AppendAudio():
                 await self._append(item.audio)
             case c.UpdateSession():
@@ -194,7 +262,7 @@ class SessionRunner:
                 await self._publish_error(item.error)
                 return
             case _Close():
-                await self.shutdown(item.reason)
+                await self.shutdown(item.reason, terminal=item.terminal)
                 return
             case _Failure():
                 self.core.stage_failed(item.fence.with_turn(self.core.fence.turn_id),
@@ -321,7 +389,8 @@ class SessionRunner:
             case fx.ForgetItem():
                 await self.store.history_delete(sid, owner, inc, effect.item_id)
             case fx.SaveConfig():
-                pass
+                wire = self.core.config.wire(sid)
+                await self.store.set_config(sid, owner, inc, json.dumps(wire))
 
     async def _abort_epoch(self, cancelled: Fence) -> None:
         await self.orch.abort_epoch(cancelled)
@@ -364,23 +433,133 @@ class SessionRunner:
             self._audio_lane.popleft()
             self._put(Lane.MEDIA, item)
 
+    # -- attachments and the lease ----------------------------------------------------
+
+    async def _attach(self, item: _Attach) -> None:
+        old, new = self.emitter.attachment, item.attachment
+        if old is not None and old is not new:
+            # Takeover: the old socket hears why, then nothing more (R18).
+            await self.emitter.send(dumps(event(ServerEvent.SESSION_REPLACED,
+                                                attachment_generation=new.generation)))
+            self.emitter.attachment = None
+            await old.end(4000, "session.replaced")
+        self.emitter.attachment = new
+        if item.cursor is None:
+            await self.emitter.publish([self.core.created_event(item.resume_token)])
+            item.done.set_result(None)
+            return
+        oldest, _ = await self.store.journal_bounds(self.session_id)
+        plan = plan_replay(item.cursor, oldest, self.emitter.last_seq)
+        if plan.verdict is ReplayVerdict.JOURNAL_GAP:
+            await self.emitter.send(dumps(event(
+                ServerEvent.SESSION_RESYNC_REQUIRED, reason=plan.verdict.value,
+                oldest_server_event_seq=oldest, last_server_event_seq=plan.last_seq)))
+            item.done.set_result(None)
+            await self.shutdown("resync_required")
+            return
+        resumed = event(ServerEvent.SESSION_RESUMED, session=self.core.session_object(),
+                        resume_token=item.resume_token,
+                        attachment_generation=new.generation,
+                        last_server_event_seq=plan.last_seq,
+                        replay_count=plan.last_seq - item.cursor,
+                        **(self.recovery or {"recovered": False}))
+        self.recovery = None
+        await self.emitter.send(dumps(resumed))
+        await self.emitter.replay(item.cursor)
+        item.done.set_result(None)
+
+    async def _detach(self, attachment: Attachment) -> None:
+        """The socket of ``attachment`` went away: keep generating, start the grace."""
+        if self.emitter.attachment is attachment:
+            self.emitter.attachment = None
+        try:
+            await self.store.detach(self.session_id, attachment.generation, time.time())
+        except StoreUnavailable as exc:  # the lease then ends by idle expiry instead
+            log.warning("session %s: detach not persisted: %s", self.session_id, exc)
+
+    async def _renew(self, *, force: bool) -> None:
+        now = time.time()
+        if not force and now - self._renewed_at < self.limits.renew_every_s:
+            return
+        self._renewed_at = now
+        try:
+            await self.store.renew(self.session_id, self.emitter.owner,
+                                   self.emitter.incarnation, now)
+        except StoreUnavailable as exc:
+            log.info("session %s: lease not renewed: %s", self.session_id, exc)
+
+    async def _lose_lease(self, exc: LeaseLost) -> None:
+        """Another process owns the session now (I3): stop serving it, write nothing."""
+        log.warning("session %s: %s; stopping here", self.session_id, exc)
+        self.core.close("lease_lost")
+        self.core.effects()
+        await self.orch.detach(self.core.fence)
+        self.closed.set()
+        if self.emitter.attachment is not None:
+            await self.emitter.send_unjournaled(exc)
+            await self.emitter.attachment.end(4001, "lease lost")
+        self._finish()
+
+    async def _report_lost_response(self, response_id: str | None) -> None:
+        """After a takeover the in-flight reply is gone; close it for the client."""
+        if response_id is None:
+            return
+        await self.emitter.publish([event(
+            ServerEvent.RESPONSE_DONE,
+            response={"id": response_id, "object": "realtime.response", "status": "failed",
+                      "status_details": {"type": "failed", "reason": "server_restarted",
+                                         "error": None},
+                      "output": [], "usage": None})])
+
     # -- the end ---------------------------------------------------------------------
 
-    async def shutdown(self, reason: str, *, terminal: ServerEvent = ServerEvent.SESSION_CLOSED,
-                       ) -> None:
-        """Stage cleanup first, then exactly one terminal event (I5)."""
+    async def shutdown(self, reason: str, *,
+                       terminal: ServerEvent = ServerEvent.SESSION_CLOSED) -> None:
+        """Stage cleanup first, then exactly one terminal event (I5), then the slot."""
         if self.closed.is_set():
             return
         self.core.close(reason)
         await self._run_effects()
         await self.orch.detach(self.core.fence)
-        await self.emitter.publish([event(terminal, reason=reason)])
+        final = event(terminal, reason=reason)
+        try:
+            journaled = await self.emitter.publish([final])
+        except DuplexError as exc:  # e.g. another process claimed it meanwhile
+            log.warning("session %s: terminal not journaled: %s", self.session_id, exc)
+            journaled = False
+        if not journaled:
+            await self.emitter.send(dumps(final))
         try:
             await self.store.close_session(
                 self.session_id, self.emitter.owner, self.emitter.incarnation,
                 state="expired" if terminal is ServerEvent.SESSION_EXPIRED else "closed")
-        except StoreUnavailable as exc:
+        except DuplexError as exc:
             log.warning("session %s: close not persisted: %s", self.session_id, exc)
         self.closed.set()
+        await self._refuse_queued()
+        if self.emitter.attachment is not None:
+            await self.emitter.attachment.end(1000, reason)
+        self._finish()
+
+    async def _refuse_queued(self) -> None:
+        """Whatever the client sent after the end gets a clear refusal, with its id."""
+        for item in self.mailbox.drain(Lane.CONTROL):
+            if isinstance(item, c.Command):
+                await self.emitter.send_unjournaled(SessionStateError(
+                    "the session is closed", code="session_closed", event_id=item.event_id))
+            elif isinstance(item, _Attach) and not item.done.done():
+                item.done.set_exception(SessionStateError(
+                    "the session has ended", code="session_resume_expired"))
+
+    async def abandon(self) -> None:
+        """Stop serving here without ending the session (this process is stopping or
+        the runner failed): the lease stays in Redis for a resume or the reaper."""
+        await self.orch.detach(self.core.fence)
+        self.closed.set()
+        if self.task is not None and self.task is not asyncio.current_task():
+            self.task.cancel()
+        self._finish()
+
+    def _finish(self) -> None:
         for callback in self.on_closed:
             callback(self)

@@ -27,7 +27,7 @@ _BY_CODE: dict[str, Callable[[str], DuplexError]] = {
     "SESSION_EXISTS": lambda m: SessionStateError(m, code="session_exists"),
     "CAPACITY": lambda m: CapacityError(m, code="resource_exhausted"),
     "RESUME_CONFLICT": lambda m: SessionStateError(m, code="session_resume_conflict"),
-    "BAD_TOKEN": lambda m: InvalidRequest(m, code="invalid_session_resume", param="resume_token"),
+    "BAD_TOKEN": lambda m: InvalidRequest(m, code="invalid_resume_token", param="resume_token"),
     "ITEM_NOT_FOUND": lambda m: InvalidRequest(m, code="item_not_found"),
     "EPOCH_AHEAD": lambda m: StoreConflict(m, code="epoch_ahead"),
     "JOURNAL_GAP": lambda m: StoreConflict(m, code="journal_gap"),

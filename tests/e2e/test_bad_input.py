@@ -254,11 +254,6 @@ async def test_commands_after_session_close_never_crash_and_the_socket_closes(
     assert not [line for line in gateway.output if "Traceback" in line]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "product bug: a command sent right after session.closed is read by gateway/realtime.py "
-    "_read and queued on the runner's mailbox, whose worker has already stopped "
-    "(session_runner._work exits once closed), so it is dropped without any reply; and "
-    "_answer_late's session_closed refusal never echoes the command's event_id"))
 async def test_command_right_after_session_closed_is_refused_with_its_event_id(
         client: RealtimeClient) -> None:
     await client.send("session.close")

@@ -49,7 +49,7 @@ async def test_resume_rotates_token_and_bumps_generation(
 async def test_resume_refusals(session: SessionRecord, store: RedisSessionStore) -> None:
     with pytest.raises(InvalidRequest) as bad_token:
         await store.resume("s1", "wrong", 1, "digest-2", OWNER, NOW)
-    assert bad_token.value.code == "invalid_session_resume"
+    assert bad_token.value.code == "invalid_resume_token"
     with pytest.raises(SessionStateError) as conflict:
         await store.resume("s1", "digest-1", 7, "digest-2", OWNER, NOW)
     assert conflict.value.code == "session_resume_conflict"

@@ -1,0 +1,257 @@
+"""Process-wide state: the store, the plugin, the orchestrator and the sessions.
+
+Every process runs the same housekeeping: an owner heartbeat (so others can
+tell it is alive) and a reaper whose claims Redis decides atomically. Sessions
+run in the gateway's task group, not the socket's: a dropped socket detaches
+the session, which goes on generating and journaling until it is resumed or
+its grace runs out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import logging
+import os
+import secrets
+import socket
+import time
+
+from duplex.errors import DuplexError, InvalidRequest, SessionStateError
+from duplex.events import ServerEvent
+from duplex.fence import Fence
+from duplex.session import SessionCore
+from duplex.store.base import SEQ_PLACEHOLDER, SessionRecord
+from duplex.store.client import connect
+from duplex.store.redis_store import RedisSessionStore
+from gateway.config import GatewayConfig
+from gateway.emitter import Emitter, JournalLimits, dumps
+from gateway.metrics import Metrics
+from gateway.restore import core_from_record, unfinished_response
+from gateway.session_runner import RunnerLimits, SessionRunner
+from orchestrator.base import StagePool
+from orchestrator.duplex import DuplexOrchestrator
+from orchestrator.engine import InProcessEngine
+from plugins.base import DuplexModelPlugin
+from plugins.registry import load_plugin
+
+log = logging.getLogger("duplex_gateway")
+
+OWNER_TTL_FACTOR = 3  # an owner is dead after missing this many heartbeats
+
+
+def token_digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class Gateway:
+    def __init__(self, config: GatewayConfig) -> None:
+        self.config = config
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self.metrics = Metrics()
+        self.store = RedisSessionStore(connect(config.redis_url or "unix:///nonexistent",
+                                               timeout_s=config.store_timeout_s),
+                                       timeout_s=config.store_timeout_s)
+        self.plugin: DuplexModelPlugin | None = None
+        self.orchestrator: DuplexOrchestrator | None = None
+        self.runners: dict[str, SessionRunner] = {}
+        self.not_ready = "starting"
+        self._tg: asyncio.TaskGroup | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._restoring: dict[str, asyncio.Future[SessionRunner]] = {}
+
+    @property
+    def owner_ttl_s(self) -> float:
+        return OWNER_TTL_FACTOR * self.config.reaper_interval_s
+
+    # -- start and stop ----------------------------------------------------------
+
+    async def start(self, tg: asyncio.TaskGroup) -> None:
+        self._tg = tg
+        try:
+            await self.store.ping()
+        except DuplexError as exc:
+            log.error("Redis at %s is unreachable: %s (not ready until it answers)",
+                      self.config.redis_url, exc)
+        self.not_ready = "loading plugin"
+        try:
+            plugin = load_plugin(self.config.plugin)
+            await asyncio.to_thread(plugin.load)
+        except Exception as exc:
+            self.not_ready = f"plugin {self.config.plugin!r} failed to load: {exc}"
+            log.error("%s", self.not_ready)
+            return
+        self.plugin = plugin
+        names = plugin.capabilities.stage_names
+        pools = [StagePool([InProcessEngine(i, name, model)])
+                 for i, (name, model) in enumerate(zip(names, plugin.stage_models(),
+                                                       strict=True))]
+        self.orchestrator = DuplexOrchestrator(
+            pools, lambda stage, seconds: self.metrics.stage_latency.labels(
+                names[stage]).observe(seconds))
+        self._tasks.append(tg.create_task(self.orchestrator.run(), name="orchestrator"))
+        self._tasks.append(tg.create_task(self._housekeeping(), name="housekeeping"))
+        self.not_ready = ""
+
+    async def stop(self) -> None:
+        """Detach every session (they stay resumable) and step down as owner."""
+        for runner in list(self.runners.values()):
+            attachment = runner.emitter.attachment
+            if attachment is not None:
+                runner.emitter.attachment = None
+                await attachment.end(1012, "gateway restarting")
+                try:
+                    await self.store.detach(runner.session_id, attachment.generation,
+                                            time.time())
+                except DuplexError as exc:
+                    log.warning("session %s: detach at shutdown failed: %s",
+                                runner.session_id, exc)
+            await runner.abandon()
+        try:
+            await self.store.retire_owner(self.owner)
+        except DuplexError as exc:
+            log.warning("could not retire owner %s: %s", self.owner, exc)
+        for task in self._tasks:
+            task.cancel()
+        await self.store.close()
+
+    async def readiness(self) -> str:
+        """Empty when ready, else why not."""
+        if self.not_ready:
+            return self.not_ready
+        try:
+            await self.store.ping()
+        except DuplexError as exc:
+            return f"store unreachable: {exc.message}"
+        return ""
+
+    # -- housekeeping ------------------------------------------------------------
+
+    async def _housekeeping(self) -> None:
+        interval = self.config.reaper_interval_s
+        while True:
+            try:
+                now = time.time()
+                await self.store.heartbeat_owner(self.owner, now, self.owner_ttl_s)
+                await self._reap(now)
+            except DuplexError as exc:
+                log.warning("housekeeping: %s", exc)
+            await asyncio.sleep(interval)
+
+    async def _reap(self, now: float) -> None:
+        for sid, reason, owner in await self.store.claim_expired(self.owner, now):
+            runner = self.runners.get(sid)
+            if runner is not None and owner == self.owner:
+                runner.request_expire(reason)  # aborts its stages, then session.expired
+                continue
+            terminal = dumps({"type": ServerEvent.SESSION_EXPIRED.value, "reason": reason,
+                              "event_id": f"event_{sid[-8:]}_expired", "server_event_seq": 0})
+            assert SEQ_PLACEHOLDER in terminal
+            await self.store.finish_expiry(sid, self.owner, terminal)
+            log.info("session %s of dead owner %s expired (%s)", sid, owner, reason)
+
+    # -- sessions ----------------------------------------------------------------
+
+    def _runner(self, record: SessionRecord, core: SessionCore, *, beta: bool) -> SessionRunner:
+        assert self.plugin is not None and self.orchestrator is not None
+        cfg = self.config
+        journal = JournalLimits(cfg.journal_max_events, cfg.resume_replay_ttl_s,
+                                cfg.resume_replay_max_bytes)
+        emitter = Emitter(self.store, record.session_id, self.owner, record.incarnation,
+                          last_seq=record.last_seq, beta=beta, limits=journal,
+                          metrics=self.metrics, fence=lambda: core.fence)
+        limits = RunnerLimits(lead_ms=cfg.output_lead_ms,
+                              max_pending_commands=cfg.max_pending_commands)
+        runner = SessionRunner(core, emitter, self.store, self.orchestrator, self.plugin,
+                               self.metrics, limits)
+        self.orchestrator.attach(record.session_id, runner)
+        self.runners[record.session_id] = runner
+        self.metrics.sessions.inc()
+        runner.on_closed.append(self._forget)
+        assert self._tg is not None
+        runner.task = self._tg.create_task(self._run(runner), name=record.session_id)
+        return runner
+
+    async def _run(self, runner: SessionRunner) -> None:
+        try:
+            await runner.run()
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # one session's bug must not take the process down
+            log.exception("session %s failed", runner.session_id)
+            await runner.abandon()
+
+    def _forget(self, runner: SessionRunner) -> None:
+        if self.runners.pop(runner.session_id, None) is not None:
+            self.metrics.sessions.dec()
+
+    async def open_session(self, *, beta: bool) -> tuple[SessionRunner, str]:
+        """Admit a new session (raises ``CapacityError``); returns it and its resume token."""
+        sid = "sess_" + secrets.token_urlsafe(18)
+        token = secrets.token_urlsafe(32)
+        cfg = self.config
+        record = await self.store.open_session(
+            sid, owner=self.owner, token_digest=token_digest(token), config="{}",
+            now=time.time(), max_sessions=cfg.max_sessions,
+            max_sessions_per_owner=cfg.max_sessions_per_process, idle_ttl_s=cfg.idle_ttl_s,
+            grace_s=cfg.disconnect_grace_s)
+        core = SessionCore(Fence(sid, record.incarnation, 0, 0), beta=beta)
+        self.metrics.sessions_opened.inc()
+        return self._runner(record, core, beta=beta), token
+
+    async def resume_session(self, sid: str, token: str, *,
+                             beta: bool) -> tuple[SessionRunner, str, int]:
+        """Check the token, take the session over if its owner is gone, and move the
+        attachment on by one (compare-and-swap); returns the runner, the rotated token
+        and the new attachment generation."""
+        record = await self.store.get(sid)
+        if record is None or record.state != "open":
+            raise SessionStateError(f"session {sid[:40]} has ended or never existed",
+                                    code="session_resume_expired")
+        if not hmac.compare_digest(token_digest(token), record.resume_token_digest):
+            raise InvalidRequest("resume_token does not match", code="invalid_resume_token",
+                                 param="resume_token")
+        runner = self.runners.get(sid)
+        if runner is None or runner.closed.is_set():
+            runner = await self._restore(sid, beta=beta)
+            record = runner.record or record
+        new_token = secrets.token_urlsafe(32)
+        record = await self.store.resume(sid, token_digest(token), record.generation,
+                                         token_digest(new_token), self.owner, time.time())
+        return runner, new_token, record.generation
+
+    async def _restore(self, sid: str, *, beta: bool) -> SessionRunner:
+        pending = self._restoring.get(sid)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[SessionRunner] = asyncio.get_running_loop().create_future()
+        self._restoring[sid] = future
+        try:
+            record = await self._take_over(sid)
+            history = await self.store.history(sid)
+            journal = await self.store.read_journal(sid, max(0, record.last_seq - 1000), 1000)
+            runner = self._runner(record, core_from_record(record, history, beta=beta),
+                                  beta=beta)
+            runner.record = record
+            runner.recover(unfinished_response(journal))
+            log.info("took session %s over (incarnation %d)", sid, record.incarnation)
+            future.set_result(runner)
+            return runner
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: waiters re-raise it themselves
+            raise
+        finally:
+            del self._restoring[sid]
+
+    async def _take_over(self, sid: str) -> SessionRecord:
+        """Wait (bounded) for a crashed owner's heartbeat to lapse, then take over."""
+        deadline = time.monotonic() + self.owner_ttl_s + self.config.reaper_interval_s
+        while True:
+            try:
+                return await self.store.take_over(sid, self.owner, time.time())
+            except SessionStateError as exc:
+                if exc.code != "session_owned_elsewhere" or time.monotonic() > deadline:
+                    raise
+            await asyncio.sleep(self.config.reaper_interval_s / 4)
