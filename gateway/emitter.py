@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from duplex.errors import DuplexError, StoreUnavailable
+from duplex.errors import DuplexError, LeaseLost, SessionStateError, StoreUnavailable
 from duplex.events import Event, to_beta
 from duplex.fence import Fence
 from duplex.store.base import SessionStore
@@ -94,6 +94,8 @@ class Emitter:
                 self.session_id, self.owner, self.incarnation,
                 [(seq, text) for seq, _, text in stamped], max_len=self.limits.max_events,
                 now=now, epoch=fence.epoch, turn_id=fence.turn_id)
+        except SessionStateError as exc:  # the store no longer has this session open
+            raise LeaseLost(f"the session is gone from the store: {exc.message}") from exc
         except StoreUnavailable as exc:
             # Never send what the journal lacks; tell the client why it missed it.
             log.warning("session %s: events not journaled: %s", self.session_id, exc)

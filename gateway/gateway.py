@@ -180,7 +180,7 @@ class Gateway:
             raise
         except Exception:  # one session's bug must not take the process down
             log.exception("session %s failed", runner.session_id)
-            await runner.abandon()
+            await runner.abandon(failed=True)
 
     def _forget(self, runner: SessionRunner) -> None:
         if self.runners.pop(runner.session_id, None) is not None:

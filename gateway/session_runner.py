@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import logging
 import time
@@ -45,6 +46,8 @@ from orchestrator.engine import StageOutput
 from plugins import base as pb
 
 log = logging.getLogger(__name__)
+
+MAX_UNSAVED = 256  # history/config writes held while Redis is away
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +129,7 @@ class SessionRunner:
         self._prefix: deque[np.ndarray[Any, np.dtype[np.int16]]] = deque()
         self._turn_ended_at: float | None = None
         self._renewed_at = 0.0
+        self._unsaved: deque[fx.SaveItem | fx.ForgetItem | fx.SaveConfig] = deque()
         self.recovery: dict[str, Any] | None = None  # said in the next session.resumed
         self.record: SessionRecord | None = None  # as restored from Redis, if it was
         self.task: asyncio.Task[None] | None = None
@@ -223,7 +227,10 @@ class SessionRunner:
                 if isinstance(item, _Attach) and not item.done.done():
                     item.done.set_exception(exc)
                     continue
-                await self._publish_error(exc)
+                try:
+                    await self._publish_error(exc)
+                except LeaseLost as lost:
+                    await self._lose_lease(lost)
 
     async def _publish_error(self, exc: DuplexError) -> None:
         await self.emitter.publish([event(ServerEvent.ERROR, error=exc.to_wire())])
@@ -365,7 +372,6 @@ class SessionRunner:
             await self.emitter.publish(batch)
 
     async def _execute(self, effect: fx.Effect) -> None:
-        sid, owner, inc = self.session_id, self.emitter.owner, self.emitter.incarnation
         match effect:
             case fx.CommitAudio():
                 await self._flush_unit()
@@ -383,14 +389,34 @@ class SessionRunner:
                 self._turn_ended_at = time.monotonic()
             case fx.AbortEpoch():
                 await self._abort_epoch(effect.cancelled)
-            case fx.SaveItem():
-                await self.store.history_append(sid, owner, inc, effect.item_id,
-                                                json.dumps(effect.item), effect.previous_item_id)
-            case fx.ForgetItem():
-                await self.store.history_delete(sid, owner, inc, effect.item_id)
-            case fx.SaveConfig():
-                wire = self.core.config.wire(sid)
-                await self.store.set_config(sid, owner, inc, json.dumps(wire))
+            case fx.SaveItem() | fx.ForgetItem() | fx.SaveConfig():
+                self._unsaved.append(effect)
+                await self._save()
+
+    async def _save(self) -> None:
+        """Write pending history/config changes in order. While Redis is down they
+        wait here (bounded) and go out with the next write; the turn goes on."""
+        sid, owner, inc = self.session_id, self.emitter.owner, self.emitter.incarnation
+        while self._unsaved:
+            effect = self._unsaved[0]
+            try:
+                match effect:
+                    case fx.SaveItem():
+                        await self.store.history_append(
+                            sid, owner, inc, effect.item_id, json.dumps(effect.item),
+                            effect.previous_item_id)
+                    case fx.ForgetItem():
+                        await self.store.history_delete(sid, owner, inc, effect.item_id)
+                    case fx.SaveConfig():
+                        wire = self.core.config.wire(sid)
+                        await self.store.set_config(sid, owner, inc, json.dumps(wire))
+            except StoreUnavailable as exc:
+                log.warning("session %s: %d history/config writes pending: %s",
+                            sid, len(self._unsaved), exc)
+                if len(self._unsaved) > MAX_UNSAVED:
+                    raise
+                return
+            self._unsaved.popleft()
 
     async def _abort_epoch(self, cancelled: Fence) -> None:
         await self.orch.abort_epoch(cancelled)
@@ -487,6 +513,8 @@ class SessionRunner:
                                    self.emitter.incarnation, now)
         except StoreUnavailable as exc:
             log.info("session %s: lease not renewed: %s", self.session_id, exc)
+        except SessionStateError as exc:  # ended or vanished under us
+            raise LeaseLost(f"the session is gone from the store: {exc.message}") from exc
 
     async def _lose_lease(self, exc: LeaseLost) -> None:
         """Another process owns the session now (I3): stop serving it, write nothing."""
@@ -551,11 +579,18 @@ class SessionRunner:
                 item.done.set_exception(SessionStateError(
                     "the session has ended", code="session_resume_expired"))
 
-    async def abandon(self) -> None:
+    async def abandon(self, *, failed: bool = False) -> None:
         """Stop serving here without ending the session (this process is stopping or
         the runner failed): the lease stays in Redis for a resume or the reaper."""
         await self.orch.detach(self.core.fence)
         self.closed.set()
+        attachment, self.emitter.attachment = self.emitter.attachment, None
+        if attachment is not None and failed:
+            error = DuplexError("the session failed on this server; resume it",
+                                code="internal_error")
+            with contextlib.suppress(Exception):
+                await attachment.send_text(dumps({"type": "error", "error": error.to_wire()}))
+            await attachment.end(1011, "session failed")
         if self.task is not None and self.task is not asyncio.current_task():
             self.task.cancel()
         self._finish()

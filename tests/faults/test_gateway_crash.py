@@ -1,0 +1,167 @@
+"""A gateway dies (SIGKILL) or stops (SIGTERM) under a live session; another takes over.
+
+DESIGN §3 I3/I4 and §4: the session lives in Redis, so a second gateway on the same
+Redis takes it over (incarnation+1), replays the journal from the client's cursor,
+closes the reply the dead process was generating with
+``response.done{status: failed, reason: server_restarted}``, and the conversation goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+
+import httpx
+import pytest
+import redis.asyncio as aioredis
+from fault_helpers import (
+    GatewayFactory,
+    Stream,
+    assert_ordered_exactly_once,
+    journal,
+    start,
+    turn_completes,
+)
+from redis_server import RedisServer
+
+LONG = 100  # words of the reply in flight when the gateway dies
+REAPER = "0.5"  # owner heartbeat period: a dead owner is presumed dead after 1.5 s
+
+
+async def resume(url: str, session_id: str, token: str,
+                 cursor: int) -> tuple[Stream, int, dict]:
+    """A new socket resuming ``session_id``; the index and body of ``session.resumed``."""
+    r = await Stream.open(f"{url}?resume={session_id}")
+    await r.send("session.resume", resume_token=token, last_received_server_event_seq=cursor)
+    i = await r.until(lambda m: m.type in ("session.resumed", "error"), "session.resumed",
+                      timeout=10)
+    resumed = r.messages[i].event
+    assert resumed["type"] == "session.resumed", resumed
+    return r, i, resumed
+
+
+@pytest.mark.parametrize("store", ["redis-url", "embedded"])
+async def test_gateway_killed_mid_reply_is_taken_over(
+        store: str, aof_redis: RedisServer, gateways: GatewayFactory,
+        data_dir: Path) -> None:
+    if store == "redis-url":
+        flags: tuple[str, ...] = ("--redis-url", aof_redis.url)
+        redis_url = aof_redis.url
+    else:  # no --redis-url: each gateway starts the embedded Valkey on the same data dir
+        flags = ()
+        redis_url = f"unix://{data_dir / 'valkey' / 'valkey.sock'}"
+    a = gateways(*flags, "--reaper-interval-s", REAPER, data_dir=data_dir).start()
+
+    s = await Stream.open(a.ws)
+    await s.until_type("session.created")
+    created = s.messages[0].event
+    sid, token = created["session"]["id"], created["resume_token"]
+    await s.send("session.update", session={"instructions": f"words={LONG}"})
+    await s.speak(1.0)
+    i = await s.until_type("response.created")
+    in_flight = s.messages[i].event["response"]["id"]
+    await s.wait(lambda: sum(m.type == "response.output_audio.delta" for m in s.messages) >= 4,
+                 "four reply audio deltas")
+
+    a.kill()  # SIGKILL: no detach, no goodbye; an embedded Valkey flushes its AOF and dies
+    await s.wait_closed()
+    assert s.close_code == 1006
+    assert_ordered_exactly_once(s.messages)
+    seen = {m.seq: m.raw for m in s.messages if m.seq is not None}
+    cursor = max(seen) - 5  # the client missed (or wants again) the last few events
+
+    b = await start(gateways(*flags, "--reaper-interval-s", REAPER, data_dir=data_dir))
+    r, i, resumed = await resume(b.ws, sid, token, cursor)
+    assert resumed["recovered"] is True
+    assert resumed["lost_response_id"] == in_flight
+    assert resumed["attachment_generation"] == 2
+    last = resumed["last_server_event_seq"]
+    assert resumed["replay_count"] == last - cursor
+
+    # the replay is exactly the journal after the cursor, then the lost reply's end
+    await r.until(lambda m: m.seq == last, f"the replay up to seq {last}", start=i)
+    replay = r.messages[i + 1:]
+    replay = replay[:next(k for k, m in enumerate(replay) if m.seq == last) + 1]
+    assert [m.seq for m in replay] == list(range(cursor + 1, last + 1))
+    stored = await journal(redis_url, sid, after=cursor)
+    assert [(m.seq, m.raw) for m in replay] == stored[:len(replay)]
+    for m in replay:
+        if m.seq in seen:
+            assert m.raw == seen[m.seq], f"seq {m.seq} replayed differently than sent"
+    done = replay[-1].event
+    assert done["type"] == "response.done", done
+    assert done["response"]["id"] == in_flight
+    assert done["response"]["status"] == "failed"
+    assert done["response"]["status_details"]["reason"] == "server_restarted"
+    assert max(seen) < last  # nothing of A's reply came after its failure
+    assert not [m for m in replay[:-1] if m.type == "response.done"]
+
+    # the conversation goes on: the next spoken turn is answered as turn 2
+    await turn_completes(r, turn=2)
+    assert_ordered_exactly_once(r.messages)
+    await r.close()
+
+
+@pytest.mark.parametrize("moment", ["between-turns", "mid-reply"])
+async def test_sigterm_hands_sessions_over_at_once(moment: str, redis_server: RedisServer,
+                                                   gateways: GatewayFactory) -> None:
+    # A long heartbeat: were B to wait for A's heartbeat to lapse, it would wait 15 s.
+    slow = ("--redis-url", redis_server.url, "--reaper-interval-s", "5")
+    a = gateways(*slow).start()
+    async with httpx.AsyncClient(timeout=5.0) as http:
+        owner_a = (await http.get(f"{a.http}/readyz")).json()["owner"]
+
+    s = await Stream.open(a.ws)
+    await s.until_type("session.created")
+    created = s.messages[0].event
+    sid = created["session"]["id"]
+    await turn_completes(s, turn=1, words=3)
+    in_flight = None
+    if moment == "mid-reply":
+        before = len(s.messages)
+        await s.send("session.update", session={"instructions": f"words={LONG}"})
+        await s.speak(1.0)
+        i = await s.until_type("response.created", start=before)
+        in_flight = s.messages[i].event["response"]["id"]
+        await s.until_type("response.output_audio.delta", start=i)
+
+    await asyncio.to_thread(a.stop)  # SIGTERM
+    # a clean stop; uvicorn re-raises the SIGTERM it handled once it has shut down
+    assert a.proc is not None and a.proc.returncode in (0, -signal.SIGTERM)
+    assert any("Application shutdown complete" in line for line in a.output), a.output[-10:]
+    assert await s.wait_closed() == 1012  # "service restart": resume elsewhere
+    raw = aioredis.from_url(redis_server.url, decode_responses=True, protocol=2)
+    try:
+        assert await raw.zscore("dg:owners", owner_a) is None  # A retired its owner id
+        meta = await raw.hgetall(f"dg:{{{sid}}}:meta")
+        assert meta["state"] == "open" and meta["owner"] == owner_a
+        assert meta["detached_at"] != "", meta  # detached: its grace is running
+    finally:
+        await raw.aclose()
+    seen = {m.seq: m.raw for m in s.messages if m.seq is not None}
+
+    b = await start(gateways(*slow))
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    r, i, resumed = await resume(b.ws, sid, created["resume_token"], max(seen))
+    took_s = loop.time() - t0
+    assert took_s < 3.0, f"takeover waited {took_s:.1f} s (for A's heartbeat to lapse?)"
+    assert resumed["lost_response_id"] == in_flight
+    last = resumed["last_server_event_seq"]
+    assert resumed["replay_count"] == last - max(seen)
+    if in_flight is None:
+        assert last == max(seen)  # nothing was generated after the client's last event
+    else:
+        # what A journaled after the socket closed, then the end of the lost reply
+        await r.until(lambda m: m.seq == last, f"the replay up to seq {last}", start=i)
+        replay = [m for m in r.messages[i + 1:] if m.seq is not None and m.seq <= last]
+        stored = await journal(redis_server.url, sid, after=max(seen))
+        assert [(m.seq, m.raw) for m in replay] == stored[:len(replay)]
+        done = replay[-1].event
+        assert done["type"] == "response.done" and done["response"]["id"] == in_flight
+        assert done["response"]["status"] == "failed"
+        assert done["response"]["status_details"]["reason"] == "server_restarted"
+    await turn_completes(r, turn=2 if in_flight is None else 3)
+    assert_ordered_exactly_once(s.messages + r.messages)
+    await r.close()
