@@ -60,6 +60,7 @@ class Gateway:
         self._tg: asyncio.TaskGroup | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._restoring: dict[str, asyncio.Future[SessionRunner]] = {}
+        self._store_ok_at = -1e9
 
     @property
     def owner_ttl_s(self) -> float:
@@ -116,14 +117,18 @@ class Gateway:
             task.cancel()
         await self.store.close()
 
-    async def readiness(self) -> str:
-        """Empty when ready, else why not."""
+    async def readiness(self, *, fresh: bool = True) -> str:
+        """Empty when ready, else why not. ``fresh=False`` trusts the store check of
+        the last housekeeping tick (new connections must not each ping Redis)."""
         if self.not_ready:
             return self.not_ready
+        if not fresh and self._store_ok_at > time.monotonic() - 2 * self.config.reaper_interval_s:
+            return ""
         try:
             await self.store.ping()
         except DuplexError as exc:
             return f"store unreachable: {exc.message}"
+        self._store_ok_at = time.monotonic()
         return ""
 
     # -- housekeeping ------------------------------------------------------------
@@ -134,6 +139,7 @@ class Gateway:
             try:
                 now = time.time()
                 await self.store.heartbeat_owner(self.owner, now, self.owner_ttl_s)
+                self._store_ok_at = time.monotonic()
                 await self._reap(now)
             except DuplexError as exc:
                 log.warning("housekeeping: %s", exc)

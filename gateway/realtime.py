@@ -92,7 +92,7 @@ async def realtime_endpoint(ws: WebSocket) -> None:
             await _refuse(ws, InvalidRequest("invalid or missing API key",
                                              code="invalid_api_key"), 1008)
             return
-    why = await gateway.readiness()
+    why = await gateway.readiness(fresh=False)
     if why:
         await _refuse(ws, DuplexError(f"the gateway is not ready: {why}",
                                       code="not_ready"), 1013)

@@ -126,7 +126,9 @@ class SessionRunner:
         self._pacer = Pacer(limits.lead_ms)
         self._unit: list[np.ndarray[Any, np.dtype[np.int16]]] = []
         self._unit_samples = caps.input_rate * caps.unit_ms // 1000
+        self._unit_len = 0
         self._prefix: deque[np.ndarray[Any, np.dtype[np.int16]]] = deque()
+        self._prefix_samples = 0
         self._turn_ended_at: float | None = None
         self._renewed_at = 0.0
         self._unsaved: deque[fx.SaveItem | fx.ForgetItem | fx.SaveConfig] = deque()
@@ -326,21 +328,23 @@ class SessionRunner:
                 await self._run_effects()
         self._remember_prefix(pcm)
         self._unit.append(pcm)
-        if sum(len(p) for p in self._unit) >= self._unit_samples:
+        self._unit_len += len(pcm)
+        if self._unit_len >= self._unit_samples:
             await self._flush_unit()
 
     def _remember_prefix(self, pcm: np.ndarray[Any, np.dtype[np.int16]]) -> None:
         td = self.core.config.turn_detection
         keep = self.plugin.capabilities.input_rate * (td.prefix_padding_ms if td else 300) // 1000
         self._prefix.append(pcm)
-        while sum(len(p) for p in self._prefix) - len(self._prefix[0]) >= keep:
-            self._prefix.popleft()
+        self._prefix_samples += len(pcm)
+        while self._prefix_samples - len(self._prefix[0]) >= keep:
+            self._prefix_samples -= len(self._prefix.popleft())
 
     async def _flush_unit(self) -> None:
         if not self._unit:
             return
         pcm = np.concatenate(self._unit)
-        self._unit = []
+        self._unit, self._unit_len = [], 0
         await self._stage0(pb.AudioUnit(pcm))
 
     async def _stage0(self, payload: Any) -> None:
@@ -379,7 +383,7 @@ class SessionRunner:
                                                  effect.respond))
                 self._turn_ended_at = time.monotonic()
             case fx.DiscardAudio():
-                self._unit = []
+                self._unit, self._unit_len = [], 0
                 if self.orch.is_live(request_id(self.core.fence, 0)):
                     await self._stage0(pb.DiscardAudio())
             case fx.StartResponse():

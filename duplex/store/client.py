@@ -18,7 +18,8 @@ SCHEMES = ("redis", "rediss", "unix")
 PROTOCOL = 2
 
 
-def connect(url: str, *, timeout_s: float = 2.0, retries: int = 3) -> aioredis.Redis:
+def connect(url: str, *, timeout_s: float = 2.0, retries: int = 3,
+            max_connections: int = 256) -> aioredis.Redis:
     """A lazily connecting client for ``redis://``, ``rediss://`` or ``unix://`` URLs.
 
     ``timeout_s`` bounds each connect and each reply; a failed or timed-out
@@ -30,11 +31,14 @@ def connect(url: str, *, timeout_s: float = 2.0, retries: int = 3) -> aioredis.R
         raise ValueError(f"unsupported Redis URL scheme {scheme!r}; use one of {SCHEMES}")
     if timeout_s <= 0:
         raise ValueError("timeout_s must be > 0")
-    return aioredis.from_url(
+    pool = aioredis.BlockingConnectionPool.from_url(
         url,
+        max_connections=max_connections,
+        timeout=timeout_s,
         protocol=PROTOCOL,
         decode_responses=True,
         socket_timeout=timeout_s,
         socket_connect_timeout=timeout_s,
         retry=Retry(ExponentialWithJitterBackoff(base=0.02, cap=0.5), retries),
     )
+    return aioredis.Redis(connection_pool=pool)
