@@ -32,8 +32,9 @@ class Attachment(Protocol):
 
     async def send_text(self, text: str) -> None: ...
 
-    async def end(self, code: int, reason: str) -> None:
-        """Close the socket (idempotent); its reader stops."""
+    async def end(self, code: int, reason: str, *, linger_s: float = 0.0) -> None:
+        """Close the socket (idempotent); its reader stops. ``linger_s`` keeps it open
+        that long for late commands to be refused."""
         ...
 
 

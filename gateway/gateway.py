@@ -21,6 +21,7 @@ import time
 from duplex.errors import DuplexError, InvalidRequest, SessionStateError
 from duplex.events import ServerEvent
 from duplex.fence import Fence
+from duplex.journal import ReplayVerdict, plan_replay
 from duplex.session import SessionCore
 from duplex.store.base import SEQ_PLACEHOLDER, SessionRecord
 from duplex.store.client import connect
@@ -43,6 +44,22 @@ OWNER_TTL_FACTOR = 3  # an owner is dead after missing this many heartbeats
 
 def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _ended(sid: str) -> SessionStateError:
+    return SessionStateError(f"session {sid[:40]} has ended or never existed",
+                             code="session_resume_expired")
+
+
+class ResyncRequired(DuplexError):
+    """The journal no longer holds the events after the client's cursor."""
+
+    default_code = "journal_gap"
+
+    def __init__(self, oldest: int | None, last: int) -> None:
+        super().__init__("the journal no longer covers this cursor; start a new session")
+        self.oldest = oldest
+        self.last = last
 
 
 class Gateway:
@@ -206,25 +223,39 @@ class Gateway:
         self.metrics.sessions_opened.inc()
         return self._runner(record, core, beta=beta), token
 
-    async def resume_session(self, sid: str, token: str, *,
+    async def resume_session(self, sid: str, token: str, cursor: int, *,
                              beta: bool) -> tuple[SessionRunner, str, int]:
-        """Check the token, take the session over if its owner is gone, and move the
-        attachment on by one (compare-and-swap); returns the runner, the rotated token
-        and the new attachment generation."""
+        """Check the token and the cursor, take the session over if its owner is gone,
+        then move the attachment on by one (compare-and-swap); returns the runner,
+        the rotated token and the new attachment generation.
+
+        Everything that can refuse the resume is checked before the swap, so a
+        refused resume leaves the session exactly as it was.
+        """
         record = await self.store.get(sid)
         if record is None or record.state != "open":
-            raise SessionStateError(f"session {sid[:40]} has ended or never existed",
-                                    code="session_resume_expired")
-        if not hmac.compare_digest(token_digest(token), record.resume_token_digest):
+            raise _ended(sid)
+        presented = token_digest(token)
+        if not (hmac.compare_digest(presented, record.resume_token_digest)
+                or (record.recovery_token_digest
+                    and hmac.compare_digest(presented, record.recovery_token_digest))):
             raise InvalidRequest("resume_token does not match", code="invalid_resume_token",
                                  param="resume_token")
+        oldest, last = await self.store.journal_bounds(sid)
+        if plan_replay(cursor, oldest, last).verdict is ReplayVerdict.JOURNAL_GAP:
+            raise ResyncRequired(oldest, last)
         runner = self.runners.get(sid)
         if runner is None or runner.closed.is_set():
             runner = await self._restore(sid, beta=beta)
             record = runner.record or record
         new_token = secrets.token_urlsafe(32)
-        record = await self.store.resume(sid, token_digest(token), record.generation,
-                                         token_digest(new_token), self.owner, time.time())
+        try:
+            record = await self.store.resume(sid, presented, record.generation,
+                                             token_digest(new_token), self.owner, time.time())
+        except SessionStateError as exc:
+            if exc.code in ("session_closed", "session_not_found"):
+                raise _ended(sid) from exc  # the reaper got there first
+            raise
         return runner, new_token, record.generation
 
     async def _restore(self, sid: str, *, beta: bool) -> SessionRunner:

@@ -18,6 +18,7 @@ Connection semantics (the duplex extensions):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import json
 import logging
@@ -27,6 +28,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from duplex import commands as c
 from duplex.errors import CapacityError, DuplexError, InvalidRequest, SessionStateError
+from gateway.gateway import ResyncRequired
 
 if TYPE_CHECKING:
     from gateway.gateway import Gateway
@@ -43,20 +45,30 @@ CLOSE_REPLACED = 4000
 class WsAttachment:
     """One socket serving one attachment generation of a session."""
 
-    def __init__(self, ws: WebSocket, generation: int) -> None:
+    def __init__(self, ws: WebSocket, generation: int, *, resumed: bool = False) -> None:
         self.ws = ws
         self.generation = generation
         self.ended = asyncio.Event()
+        self.close_code, self.close_reason, self.linger_s = 1000, "", 0.0
+        # a resumed socket proves it holds the rotated token by speaking
+        self.unconfirmed = resumed
 
     async def send_text(self, text: str) -> None:
         await self.ws.send_text(text)
 
-    async def end(self, code: int, reason: str) -> None:
+    async def end(self, code: int, reason: str, *, linger_s: float = 0.0) -> None:
+        """Stop serving this socket. With ``linger_s`` the socket stays open that long
+        (or until the client closes it) so late commands still get an answer."""
         if self.ended.is_set():
             return
+        self.close_code, self.close_reason, self.linger_s = code, reason[:120], linger_s
         self.ended.set()
+        if not linger_s:
+            await self.close()
+
+    async def close(self) -> None:
         try:
-            await self.ws.close(code, reason[:120])
+            await self.ws.close(self.close_code, self.close_reason)
         except (RuntimeError, WebSocketDisconnect):
             pass  # the peer is already gone
 
@@ -72,9 +84,15 @@ def _offered_key(ws: WebSocket, protocols: list[str]) -> str | None:
 
 
 async def _refuse(ws: WebSocket, error: DuplexError, close_code: int) -> None:
+    await _send_and_close(ws, {"type": "error", "error": error.to_wire()}, close_code,
+                          error.message)
+
+
+async def _send_and_close(ws: WebSocket, message: dict[str, object], close_code: int,
+                          reason: str = "") -> None:
     try:
-        await ws.send_text(json.dumps({"type": "error", "error": error.to_wire()}))
-        await ws.close(close_code, error.message[:120])
+        await ws.send_text(json.dumps(message))
+        await ws.close(close_code, reason[:120])
     except (RuntimeError, WebSocketDisconnect):
         pass
 
@@ -110,6 +128,11 @@ async def realtime_endpoint(ws: WebSocket) -> None:
         reader = tg.create_task(_read(ws, runner, attachment, resumable,
                                       gateway.config.max_message_bytes))
         await attachment.ended.wait()
+        if attachment.linger_s:
+            # the session ended: answer stragglers until the client hangs up
+            await asyncio.wait([reader], timeout=attachment.linger_s)
+            reader.cancel()
+            await attachment.close()
         reader.cancel()
 
 
@@ -155,11 +178,16 @@ async def _resume(ws: WebSocket, gateway: Gateway, sid: str,
         if cmd.session_id not in (None, sid):
             raise InvalidRequest("session.resume names another session than ?resume=",
                                  code="invalid_session_resume", param="session_id")
+        cursor = cmd.last_received_server_event_seq
         runner, token, generation = await gateway.resume_session(
-            sid, cmd.resume_token, beta=beta)
-        attachment = WsAttachment(ws, generation)
-        await runner.attach(attachment, resume_token=token,
-                            cursor=cmd.last_received_server_event_seq)
+            sid, cmd.resume_token, cursor, beta=beta)
+        attachment = WsAttachment(ws, generation, resumed=True)
+        await runner.attach(attachment, resume_token=token, cursor=cursor)
+    except ResyncRequired as exc:
+        await _send_and_close(ws, {"type": "session.resync_required", "reason": exc.code,
+                                   "oldest_server_event_seq": exc.oldest,
+                                   "last_server_event_seq": exc.last}, 1000)
+        return None
     except DuplexError as exc:
         gateway.metrics.errors.labels(exc.code).inc()
         await _refuse(ws, exc, 1008 if isinstance(exc, InvalidRequest | SessionStateError)
@@ -182,6 +210,12 @@ async def _read(ws: WebSocket, runner: SessionRunner, attachment: WsAttachment,
                 break
             if runner.emitter.attachment is not attachment:
                 return  # replaced or ended: this socket's input no longer counts (R18)
+            if runner.closed.is_set():
+                await _refuse_late(runner, msg.get("text"))
+                continue
+            if attachment.unconfirmed:
+                attachment.unconfirmed = False
+                runner.confirm_token(attachment.generation)
             _dispatch(runner, msg.get("text"), msg.get("bytes"), max_bytes)
     except WebSocketDisconnect as exc:
         code = exc.code
@@ -214,6 +248,17 @@ def _dispatch(runner: SessionRunner, text: str | None, data: bytes | None,
         runner.submit(c.parse_command(obj))
     except DuplexError as exc:
         runner.report(exc)
+
+
+async def _refuse_late(runner: SessionRunner, text: str | None) -> None:
+    """A command read after the session ended: refuse it, echoing its event_id. The
+    worker is done, so the reader may write now."""
+    event_id = None
+    with contextlib.suppress(ValueError, AttributeError):
+        raw = json.loads(text or "null").get("event_id")
+        event_id = raw if isinstance(raw, str) else None
+    await runner.emitter.send_unjournaled(SessionStateError(
+        "the session is closed", code="session_closed", event_id=event_id))
 
 
 def _no_constants(name: str) -> object:

@@ -48,6 +48,7 @@ from plugins import base as pb
 log = logging.getLogger(__name__)
 
 MAX_UNSAVED = 256  # history/config writes held while Redis is away
+LINGER_S = 2.0  # after the terminal, late commands are refused this long, then close
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +85,11 @@ class _Attach:
 @dataclass(frozen=True, slots=True)
 class _Detach:
     attachment: Attachment
+
+
+@dataclass(frozen=True, slots=True)
+class _Confirm:
+    generation: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +173,9 @@ class SessionRunner:
     def request_detach(self, attachment: Attachment) -> None:
         self.mailbox.put_urgent(_Detach(attachment))
 
+    def confirm_token(self, generation: int) -> None:
+        self.mailbox.put_urgent(_Confirm(generation))
+
     def recover(self, lost_response_id: str | None) -> None:
         """This process took the session over after its owner died (DESIGN §8)."""
         self.recovery = {"recovered": True, "lost_response_id": lost_response_id}
@@ -249,6 +258,12 @@ class SessionRunner:
                 return
             case _Recovered():
                 await self._report_lost_response(item.lost_response_id)
+                return
+            case _Confirm():
+                try:
+                    await self.store.confirm_token(self.session_id, item.generation)
+                except StoreUnavailable as exc:  # the spent token stays usable a while
+                    log.info("session %s: token not confirmed: %s", self.session_id, exc)
                 return
             case c.AppendAudio():
                 await self._append(item.audio)
@@ -570,7 +585,7 @@ class SessionRunner:
         self.closed.set()
         await self._refuse_queued()
         if self.emitter.attachment is not None:
-            await self.emitter.attachment.end(1000, reason)
+            await self.emitter.attachment.end(1000, reason, linger_s=LINGER_S)
         self._finish()
 
     async def _refuse_queued(self) -> None:

@@ -31,6 +31,7 @@ class Scripts:
     close: AsyncScript
     detach: AsyncScript
     resume: AsyncScript
+    confirm_token: AsyncScript
     set_config: AsyncScript
     take_over: AsyncScript
     claim_expired: AsyncScript

@@ -55,6 +55,7 @@ class SessionRecord:
     detached_at: float | None
     grace_s: float = 0.0
     idle_ttl_s: float | None = None
+    recovery_token_digest: str = ""  # the spent token, until the new socket confirms
 
     @property
     def is_open(self) -> bool:
@@ -175,6 +176,8 @@ class SessionStore(Protocol):
     async def finish_expiry(
         self, session_id: str, claimer: str, event_json: str
     ) -> int | None: ...
+
+    async def confirm_token(self, session_id: str, generation: int) -> bool: ...
 
     async def get(self, session_id: str) -> SessionRecord | None: ...
 

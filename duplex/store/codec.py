@@ -45,4 +45,5 @@ def record(session_id: str, meta: Mapping[str, str]) -> SessionRecord:
         detached_at=float(detached) if detached else None,
         grace_s=float(meta.get("grace_s") or 0.0),
         idle_ttl_s=float(idle) if idle else None,
+        recovery_token_digest=meta.get("recovery_digest", ""),
     )

@@ -137,6 +137,13 @@ class RedisSessionStore:
         ))
         return codec.record(sid, codec.pairs(flat))
 
+    async def confirm_token(self, session_id: str, generation: int) -> bool:
+        """Attachment ``generation`` holds the rotated token: retire the spent one."""
+        sid = keys.checked_id(session_id)
+        done: int = await self._run("confirm_token", self._s.confirm_token(
+            keys=[keys.meta(sid)], args=[generation]))
+        return bool(done)
+
     async def take_over(self, session_id: str, new_owner: str, now: float) -> SessionRecord:
         """Own a session whose owner is dead (DESIGN §8); incarnation+1 fences it out.
 

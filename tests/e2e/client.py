@@ -123,3 +123,65 @@ async def still_works(c: RealtimeClient, timeout: float = 5.0) -> dict[str, Any]
             assert event["item"]["role"] == "user"
             assert event["item"]["content"][0]["text"] == text
             return event
+
+
+# -- helpers for the resume and expiry tests --------------------------------------
+
+from collections.abc import Awaitable, Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import TypeVar  # noqa: E402
+
+import redis.asyncio as aioredis  # noqa: E402
+
+T = TypeVar("T")
+
+
+async def resume(url: str, sid: str, token: str, cursor: int,
+                 **fields: Any) -> RealtimeClient:
+    """Open ``url?resume=<sid>`` and send ``session.resume`` as the first message."""
+    c = await RealtimeClient.connect(f"{url}?resume={sid}")
+    await c.send("session.resume", resume_token=token,
+                 last_received_server_event_seq=cursor, **fields)
+    return c
+
+
+def last_seq(events: list[dict[str, Any]]) -> int:
+    """The highest ``server_event_seq`` among ``events`` (0 when none has one)."""
+    return max((e["server_event_seq"] for e in events if "server_event_seq" in e), default=0)
+
+
+TERMINALS = ("session.closed", "session.expired")
+
+
+def valkey(data_dir: Path) -> aioredis.Redis:
+    """A client of a test gateway's embedded Valkey, to look at what it stored."""
+    return aioredis.Redis(unix_socket_path=str(data_dir / "valkey" / "valkey.sock"),
+                          decode_responses=True)
+
+
+async def journal(r: aioredis.Redis, session_id: str) -> list[dict[str, Any]]:
+    """The session's journaled server events, oldest first."""
+    entries: list[tuple[str, dict[str, str]]] = await r.xrange(  # type: ignore[assignment]
+        f"dg:{{{session_id}}}:journal")
+    return [json.loads(fields["event"]) for _, fields in entries]
+
+
+async def meta(r: aioredis.Redis, session_id: str) -> dict[str, str]:
+    found: dict[str, str] = await r.hgetall(  # type: ignore[assignment]
+        f"dg:{{{session_id}}}:meta")
+    return found
+
+
+async def eventually(check: Callable[[], Awaitable[T | None]], timeout: float,
+                     what: str) -> T:
+    """Poll ``check`` (every 20 ms) until it returns something truthy, for at most
+    ``timeout`` seconds: a bounded wait for state that has no event of its own."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        value = await check()
+        if value:
+            return value
+        if loop.time() > deadline:
+            raise AssertionError(f"not within {timeout} s: {what}")
+        await asyncio.sleep(0.02)
