@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import socket
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 from gateway.config import GatewayConfig, add_serve_arguments, from_args
 
@@ -24,6 +26,21 @@ def _build_parser() -> argparse.ArgumentParser:
                     "variable shown; REDIS_URL is accepted as is. With no Redis URL an "
                     "embedded Valkey starts under --data-dir and dies with the gateway.")
     add_serve_arguments(serve)
+    call = sub.add_parser(
+        "call", help="hold one spoken turn from a WAV file against a running gateway",
+        description="Speak a WAV file to a running gateway as one user turn, print both "
+                    "transcripts and the latency breakdown, and save the spoken answer.")
+    call.add_argument("--url", default="ws://127.0.0.1:8000/v1/realtime",
+                      help="the gateway's realtime URL [default %(default)s]")
+    call.add_argument("--wav", type=Path, required=True, help="the question: a 16-bit WAV file")
+    call.add_argument("--out", type=Path, help="write the spoken answer here (24 kHz WAV)")
+    call.add_argument("--fast", action="store_true",
+                      help="send the audio as fast as possible instead of at real time")
+    call.add_argument("--api-key", default=os.environ.get("DUPLEX_GATEWAY_API_KEY"),
+                      help="the gateway's API key [env DUPLEX_GATEWAY_API_KEY]")
+    call.add_argument("--instructions", help="session instructions (the system prompt)")
+    call.add_argument("--timeout-s", type=float, default=60.0,
+                      help="give up after this long [default %(default)s]")
     return parser
 
 
@@ -83,6 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     if args.command == "serve":
         return serve(from_args(args))
+    if args.command == "call":
+        from gateway.call import run_call
+
+        return run_call(args.url, args.wav, args.out, realtime=not args.fast,
+                        api_key=args.api_key, instructions=args.instructions,
+                        timeout_s=args.timeout_s)
     return 2
 
 

@@ -32,7 +32,7 @@ from gateway.metrics import Metrics
 from gateway.restore import core_from_record, unfinished_response
 from gateway.session_runner import RunnerLimits, SessionRunner
 from orchestrator.base import StagePool
-from orchestrator.duplex import DuplexOrchestrator
+from orchestrator.duplex import DuplexOrchestrator, session_of
 from orchestrator.engine import InProcessEngine
 from plugins.base import DuplexModelPlugin
 from plugins.registry import load_plugin
@@ -105,9 +105,13 @@ class Gateway:
         pools = [StagePool([InProcessEngine(i, name, model)])
                  for i, (name, model) in enumerate(zip(names, plugin.stage_models(),
                                                        strict=True))]
-        self.orchestrator = DuplexOrchestrator(
-            pools, lambda stage, seconds: self.metrics.stage_latency.labels(
-                names[stage]).observe(seconds))
+        def observe(stage: int, seconds: float, request: str) -> None:
+            self.metrics.stage_latency.labels(names[stage]).observe(seconds)
+            runner = self.runners.get(session_of(request))
+            if runner is not None:
+                runner.note_stage_latency(stage, seconds)
+
+        self.orchestrator = DuplexOrchestrator(pools, observe)
         self._tasks.append(tg.create_task(self.orchestrator.run(), name="orchestrator"))
         self._tasks.append(tg.create_task(self._housekeeping(), name="housekeeping"))
         self.not_ready = ""

@@ -136,6 +136,7 @@ class SessionRunner:
         self._prefix: deque[np.ndarray[Any, np.dtype[np.int16]]] = deque()
         self._prefix_samples = 0
         self._turn_ended_at: float | None = None
+        self._timings: dict[str, float] = {}
         self._renewed_at = 0.0
         self._unsaved: deque[fx.SaveItem | fx.ForgetItem | fx.SaveConfig] = deque()
         self.recovery: dict[str, Any] | None = None  # said in the next session.resumed
@@ -299,6 +300,9 @@ class SessionRunner:
         delta = item.delta
         match delta:
             case pb.Transcript():
+                if self._turn_ended_at is not None:
+                    self._timings.setdefault(
+                        "transcribe", 1000 * (time.monotonic() - self._turn_ended_at))
                 self.core.transcript(delta.item_id, delta.text)
             case pb.Speech():
                 fence = item.fence.with_turn(delta.turn_id)
@@ -316,8 +320,22 @@ class SessionRunner:
 
     def _observe_first_audio(self) -> None:
         if self._turn_ended_at is not None:
-            self.metrics.first_audio.observe(time.monotonic() - self._turn_ended_at)
+            seconds = time.monotonic() - self._turn_ended_at
+            self.metrics.first_audio.observe(seconds)
+            self._timings.setdefault("first_audio", 1000 * seconds)
             self._turn_ended_at = None
+
+    def note_stage_latency(self, stage: int, seconds: float) -> None:
+        """A stage's time from an input to its first output (for ``timings_ms``)."""
+        if self._turn_ended_at is None or stage == 0:
+            return
+        name = ("think_first_output" if stage == 1 else
+                f"{self.plugin.capabilities.stage_names[stage]}_first_output")
+        self._timings.setdefault(name, 1000 * seconds)
+
+    def _start_turn_clock(self) -> None:
+        self._turn_ended_at = time.monotonic()
+        self._timings = {}
 
     def _reconfigure(self) -> None:
         cfg = self.core.config
@@ -381,7 +399,12 @@ class SessionRunner:
         batch: list[dict[str, Any]] = []
         for effect in self.core.effects():
             if isinstance(effect, fx.Emit):
-                batch.append(effect.event)
+                ev = effect.event
+                if ev["type"] == ServerEvent.RESPONSE_DONE and self._timings:
+                    # where the time of this reply went (an extension field)
+                    ev = {**ev, "timings_ms": {k: round(v, 1) for k, v in self._timings.items()}}
+                    self._timings = {}
+                batch.append(ev)
                 continue
             if batch:
                 await self.emitter.publish(batch)
@@ -394,18 +417,19 @@ class SessionRunner:
         match effect:
             case fx.CommitAudio():
                 await self._flush_unit()
+                if effect.respond:
+                    self._start_turn_clock()
                 await self._stage0(pb.CommitTurn(effect.fence.turn_id, effect.item_id,
                                                  effect.respond))
-                self._turn_ended_at = time.monotonic()
             case fx.DiscardAudio():
                 self._unit, self._unit_len = [], 0
                 if self.orch.is_live(request_id(self.core.fence, 0)):
                     await self._stage0(pb.DiscardAudio())
             case fx.StartResponse():
+                self._start_turn_clock()
                 await self._ensure_thinker()
                 await self.orch.submit(1, self.core.fence, pb.Respond(
                     effect.fence.turn_id, effect.response_id, effect.instructions))
-                self._turn_ended_at = time.monotonic()
             case fx.AbortEpoch():
                 await self._abort_epoch(effect.cancelled)
             case fx.SaveItem() | fx.ForgetItem() | fx.SaveConfig():

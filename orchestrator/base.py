@@ -58,7 +58,7 @@ class StagePool:
 
 class Orchestrator:
     def __init__(self, pools: Sequence[StagePool],
-                 observe_latency: Callable[[int, float], None] | None = None) -> None:
+                 observe_latency: Callable[[int, float, str], None] | None = None) -> None:
         self.pools = list(pools)
         self.requests: dict[str, RequestState] = {}
         self._observe_latency = observe_latency
@@ -124,7 +124,7 @@ class Orchestrator:
             return
         if state.awaiting_output and self._observe_latency is not None:
             state.awaiting_output = False
-            self._observe_latency(out.stage, time.monotonic() - state.submitted_at)
+            self._observe_latency(out.stage, time.monotonic() - state.submitted_at, out.request_id)
         if self._intercept_stage_output(out, state):
             return
         result = out.result

@@ -39,9 +39,14 @@ def request_id(fence: Fence, stage: int) -> str:
     return f"{fence.session_id}.i{fence.incarnation}.e{fence.epoch}.s{stage}"
 
 
+def session_of(request: str) -> str:
+    """The session id a request id belongs to (session ids contain no dots)."""
+    return request.partition(".")[0]
+
+
 class DuplexOrchestrator(Orchestrator):
     def __init__(self, pools: list[StagePool],
-                 observe_latency: Callable[[int, float], None] | None = None) -> None:
+                 observe_latency: Callable[[int, float, str], None] | None = None) -> None:
         super().__init__(pools, observe_latency)
         self.sessions: dict[str, SessionSink] = {}
 
