@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from starlette.staticfiles import StaticFiles
 from gateway.config import GatewayConfig
 from gateway.gateway import Gateway
 from gateway.realtime import realtime_endpoint
+
+log = logging.getLogger("duplex_gateway")
 
 WEB_DEMO = Path(__file__).resolve().parent.parent / "web_demo"
 
@@ -38,6 +41,19 @@ async def metrics(request: Request) -> Response:
     return Response(gateway.metrics.render(), media_type="text/plain; version=0.0.4")
 
 
+async def _announce(gateway: Gateway, line: str | None) -> None:
+    """Print ``line`` once the gateway can take sessions (models warm, Redis up);
+    until then say what it is waiting for whenever that changes."""
+    said = ""
+    while why := await gateway.readiness():
+        if why != said:
+            log.info("not ready yet: %s", why)
+            said = why
+        await asyncio.sleep(0.2)
+    if line:
+        print(line, flush=True)
+
+
 def create_app(config: GatewayConfig, *, on_ready: str | None = None) -> Starlette:
     gateway = Gateway(config)
 
@@ -45,11 +61,11 @@ def create_app(config: GatewayConfig, *, on_ready: str | None = None) -> Starlet
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with asyncio.TaskGroup() as tg:
             await gateway.start(tg)
-            if on_ready:
-                print(on_ready, flush=True)
+            announcer = tg.create_task(_announce(gateway, on_ready))
             try:
                 yield
             finally:
+                announcer.cancel()
                 await gateway.stop()
 
     routes = [

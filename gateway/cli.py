@@ -84,6 +84,8 @@ def serve(config: GatewayConfig) -> int:
         shown = f"[{host}]" if ":" in host else host
         ready = (f"duplex-gateway ready: http://{shown}:{port}/  "
                  f"(plugin {config.plugin}, realtime ws://{shown}:{port}/v1/realtime)")
+        print(f"duplex-gateway listening: http://{shown}:{port}/ (getting ready; "
+              f"/readyz says what it waits for)", flush=True)
         app = create_app(config, on_ready=ready)
         server = uvicorn.Server(uvicorn.Config(
             app, log_level=config.log_level, lifespan="on",

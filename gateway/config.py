@@ -24,7 +24,7 @@ def default_data_dir() -> Path:
 class GatewayConfig:
     host: str = "127.0.0.1"
     port: int = 8000
-    plugin: str = "tone"
+    plugin: str = "cascade"
     redis_url: str | None = None
     data_dir: Path = Path()
     api_key: str | None = None
@@ -47,7 +47,8 @@ class GatewayConfig:
 _FLAGS: dict[str, tuple[Any, str]] = {
     "host": (str, "interface to listen on"),
     "port": (int, "TCP port (0 picks a free one)"),
-    "plugin": (str, "model plugin: tone, or a dotted path module:Class"),
+    "plugin": (str, "model plugin: cascade (the CPU voice agent), tone (synthetic, for "
+                      "tests and load), or module:Class"),
     "redis_url": (str, "Redis/Valkey URL (redis://, rediss://, unix://); "
                        "unset: start an embedded Valkey under --data-dir"),
     "data_dir": (Path, "where the embedded Valkey keeps its socket and AOF"),

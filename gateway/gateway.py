@@ -33,8 +33,8 @@ from gateway.restore import core_from_record, unfinished_response
 from gateway.session_runner import RunnerLimits, SessionRunner
 from orchestrator.base import StagePool
 from orchestrator.duplex import DuplexOrchestrator, session_of
-from orchestrator.engine import InProcessEngine
-from plugins.base import DuplexModelPlugin
+from orchestrator.engine import InProcessEngine, StageEngine
+from plugins.base import DuplexModelPlugin, InProcessStage, ResumableLlmStage, Stage
 from plugins.registry import load_plugin
 
 log = logging.getLogger("duplex_gateway")
@@ -62,6 +62,19 @@ class ResyncRequired(DuplexError):
         self.last = last
 
 
+def build_engine(index: int, stage: Stage) -> StageEngine:
+    """The engine that serves one of a plugin's stages."""
+    match stage:
+        case InProcessStage():
+            return InProcessEngine(index, stage.name, stage.model, threads=stage.threads)
+        case ResumableLlmStage():
+            from orchestrator.vllm_engine import VllmEngine, make_async_llm
+
+            make = make_async_llm(str(stage.model_dir), **stage.engine_args)
+            return VllmEngine(index, stage.name, stage.adapter, make, sampling=stage.sampling)
+    raise TypeError(f"unknown stage kind {type(stage).__name__}")
+
+
 class Gateway:
     def __init__(self, config: GatewayConfig) -> None:
         self.config = config
@@ -72,6 +85,7 @@ class Gateway:
                                        timeout_s=config.store_timeout_s)
         self.plugin: DuplexModelPlugin | None = None
         self.orchestrator: DuplexOrchestrator | None = None
+        self.engines: list[StageEngine] = []
         self.runners: dict[str, SessionRunner] = {}
         self.not_ready = "starting"
         self._tg: asyncio.TaskGroup | None = None
@@ -95,16 +109,15 @@ class Gateway:
         self.not_ready = "loading plugin"
         try:
             plugin = load_plugin(self.config.plugin)
-            await asyncio.to_thread(plugin.load)
+            await asyncio.to_thread(plugin.load, self._progress)
+            self.engines = [build_engine(i, stage) for i, stage in enumerate(plugin.stages())]
         except Exception as exc:
             self.not_ready = f"plugin {self.config.plugin!r} failed to load: {exc}"
             log.error("%s", self.not_ready)
             return
         self.plugin = plugin
         names = plugin.capabilities.stage_names
-        pools = [StagePool([InProcessEngine(i, name, model)])
-                 for i, (name, model) in enumerate(zip(names, plugin.stage_models(),
-                                                       strict=True))]
+        pools = [StagePool([engine]) for engine in self.engines]
         def observe(stage: int, seconds: float, request: str) -> None:
             self.metrics.stage_latency.labels(names[stage]).observe(seconds)
             runner = self.runners.get(session_of(request))
@@ -138,11 +151,20 @@ class Gateway:
             task.cancel()
         await self.store.close()
 
+    def _progress(self, step: str) -> None:
+        """Plugin loading progress (called from the loading thread)."""
+        self.not_ready = f"loading: {step}"
+        log.info("%s", step)
+
     async def readiness(self, *, fresh: bool = True) -> str:
         """Empty when ready, else why not. ``fresh=False`` trusts the store check of
         the last housekeeping tick (new connections must not each ping Redis)."""
         if self.not_ready:
             return self.not_ready
+        for engine in self.engines:
+            why = engine.readiness()
+            if why:
+                return why
         if not fresh and self._store_ok_at > time.monotonic() - 2 * self.config.reaper_interval_s:
             return ""
         try:

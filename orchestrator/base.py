@@ -68,8 +68,15 @@ class Orchestrator:
         async with asyncio.TaskGroup() as tg:
             for pool in self.pools:
                 for engine in pool.replicas:
-                    tg.create_task(engine.run(), name=f"engine-{engine.name}")
+                    tg.create_task(self._serve(engine), name=f"engine-{engine.name}")
                     tg.create_task(self._consume(engine), name=f"route-{engine.name}")
+
+    async def _serve(self, engine: StageEngine) -> None:
+        """An engine that fails stops alone; its ``readiness()`` says why."""
+        try:
+            await engine.run()
+        except Exception:
+            log.exception("stage engine %s stopped", engine.name)
 
     # -- requests ----------------------------------------------------------------
 

@@ -57,6 +57,10 @@ class StageEngine(Protocol):
 
     def has_request(self, request_id: str) -> bool: ...
 
+    def readiness(self) -> str:
+        """Empty once the engine can serve, else what it is still doing (or why not)."""
+        ...
+
     def outputs(self) -> AsyncIterator[StageOutput]: ...
 
 
@@ -99,6 +103,9 @@ class InProcessEngine:
 
     def has_request(self, request_id: str) -> bool:
         return request_id in self._requests
+
+    def readiness(self) -> str:
+        return "" if self._loop is not None else f"stage {self.name} starting"
 
     async def submit_initial(self, request_id: str, fence: Fence, payload: Any) -> None:
         if request_id in self._requests:

@@ -10,8 +10,9 @@ only shared vocabulary is below.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -161,15 +162,44 @@ class VoiceActivityDetector(Protocol):
     def reset(self) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class InProcessStage:
+    """A stage whose ``StageModel`` runs on this process's worker threads."""
+
+    name: str
+    model: StageModel
+    threads: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ResumableLlmStage:
+    """A stage served by a vLLM engine: one resumable request per session epoch.
+
+    ``adapter`` turns payloads into prompt chunks and generated text into stage
+    results (``orchestrator.vllm_engine.ResumableAdapter``).
+    """
+
+    name: str
+    adapter: Any
+    model_dir: Path
+    engine_args: Mapping[str, Any] = field(default_factory=dict)
+    sampling: Mapping[str, Any] | None = None  # vLLM SamplingParams fields
+
+
+Stage = InProcessStage | ResumableLlmStage
+Progress = Callable[[str], None]
+
+
 @runtime_checkable
 class DuplexModelPlugin(Protocol):
     capabilities: Capabilities
 
-    def load(self) -> None:
-        """Load models once per process (blocking; called off the event loop)."""
+    def load(self, progress: Progress) -> None:
+        """Load models once per process (blocking; called off the event loop),
+        reporting each step through ``progress``."""
         ...
 
-    def stage_models(self) -> Sequence[StageModel]: ...
+    def stages(self) -> Sequence[Stage]: ...
 
     def create_vad(self, turn_detection: TurnDetection) -> VoiceActivityDetector: ...
 

@@ -8,6 +8,7 @@ from plugins.base import DuplexModelPlugin
 
 BUILTIN: dict[str, str] = {
     "tone": "plugins.tone:TonePlugin",
+    "cascade": "plugins.cascade.plugin:CascadePlugin",
 }
 
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 READY = re.compile(r"duplex-gateway ready: http://([^/]+)/")
+LISTENING = re.compile(r"duplex-gateway listening: http://([^/]+)/")
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -35,12 +36,15 @@ class GatewayProcess:
     def ws(self) -> str:
         return f"ws://{self.address}/v1/realtime"
 
-    def start(self, timeout_s: float = 60.0) -> GatewayProcess:
+    def start(self, timeout_s: float = 60.0, *, wait_ready: bool = True) -> GatewayProcess:
+        """Start it; return once it is ready (or, with ``wait_ready=False``, as soon
+        as it listens: for gateways that must not become ready)."""
         cmd = [sys.executable, "-m", "gateway.cli", "serve", "--port", "0",
                "--data-dir", str(self.data_dir), *self.args]
         self.proc = subprocess.Popen(cmd, cwd=REPO, env=self.env, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True, bufsize=1)
         ready = threading.Event()
+        self._wait_ready = wait_ready
         threading.Thread(target=self._pump, args=(ready,), daemon=True).start()
         if not ready.wait(timeout_s) or not self.address:
             self.stop()
@@ -51,7 +55,7 @@ class GatewayProcess:
         assert self.proc is not None and self.proc.stdout is not None
         for line in self.proc.stdout:
             self.output.append(line)
-            match = READY.search(line)
+            match = READY.search(line) or (None if self._wait_ready else LISTENING.search(line))
             if match and not self.address:
                 self.address = match.group(1)
                 ready.set()

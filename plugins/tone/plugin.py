@@ -17,8 +17,11 @@ from plugins.base import (
     Delta,
     EndOfResponse,
     HistoryItem,
+    InProcessStage,
     PluginStatus,
+    Progress,
     Speech,
+    Stage,
     StageModel,
     Transcript,
     VoiceActivityDetector,
@@ -40,12 +43,15 @@ class TonePlugin:
             ListenModel(RATE), ThinkModel(), SpeakModel(RATE),
         )
 
-    def load(self) -> None:
+    def load(self, progress: Progress) -> None:
         """Nothing to load: the plugin is ready at once."""
+        progress("tone: ready")
         self.status = PluginStatus(ready=True, detail="ready")
 
-    def stage_models(self) -> Sequence[StageModel]:
-        return self._models
+    def stages(self) -> Sequence[Stage]:
+        names = self.capabilities.stage_names
+        return [InProcessStage(name, model) for name, model in zip(names, self._models,
+                                                                   strict=True)]
 
     def create_vad(self, turn_detection: TurnDetection) -> VoiceActivityDetector:
         return EnergyVad(turn_detection, rate=self.capabilities.input_rate)

@@ -13,7 +13,7 @@ import itertools
 import time
 
 import httpx
-from client import reply_pcm
+from client import eventually, reply_pcm
 from fault_helpers import (
     GatewayFactory,
     Stream,
@@ -169,10 +169,13 @@ async def test_redis_paused_errors_fast_and_recovers(redis_server: RedisServer,
 async def test_redis_unreachable_at_start(gateways: GatewayFactory) -> None:
     later = RedisServer()  # its port is free: nothing listens there yet
     try:
-        gw = gateways("--redis-url", later.url).start()
+        gw = gateways("--redis-url", later.url).start(wait_ready=False)
         assert gw.proc is not None and gw.proc.poll() is None  # it keeps running
-        log = "".join(gw.output)
-        assert f"Redis at {later.url} is unreachable" in log, log
+
+        async def said_why() -> bool:
+            return f"Redis at {later.url} is unreachable" in "".join(gw.output)
+
+        await eventually(said_why, 10, "the log says Redis is unreachable")
 
         async with httpx.AsyncClient(base_url=gw.http, timeout=5.0) as http:
             response = await http.get("/readyz")

@@ -194,7 +194,7 @@ class Chain:
 
     def __init__(self, plugin: TonePlugin, instructions: str = "") -> None:
         self.plugin = plugin
-        self.models = plugin.stage_models()
+        self.models = [stage.model for stage in plugin.stages()]
         self.states = [model.open(FENCE) for model in self.models]
         self.deltas: list[Delta] = []
         self.forwarded: list[list[object]] = [[], [], []]
@@ -344,7 +344,7 @@ def test_listener_resets_after_each_turn() -> None:
 @pytest.mark.parametrize("sizes", [[2400], [7, 1000, 333], [1]], ids=str)
 def test_listener_counts_speech_in_any_chunking(sizes: list[int]) -> None:
     plugin = TonePlugin()
-    listen = plugin.stage_models()[0]
+    listen = plugin.stages()[0].model
     state = listen.open(FENCE)
     pcm = signal(silence(200), tone(500), noise(300, -60), tone(130))
     for chunk in chunked(pcm, sizes):
@@ -370,7 +370,7 @@ def test_requests_do_not_share_state() -> None:
 @pytest.mark.parametrize(("stage", "payload"),
                          [(0, Respond(1, "r")), (1, AudioUnit(silence(20))), (2, "text")])
 def test_stages_reject_foreign_payloads(stage: int, payload: object) -> None:
-    model = TonePlugin().stage_models()[stage]
+    model = TonePlugin().stages()[stage].model
     with pytest.raises(TypeError, match="tone"):
         list(model.step(model.open(FENCE), payload))
 
@@ -396,9 +396,9 @@ def test_plugin_contract() -> None:
     caps = plugin.capabilities
     assert (caps.plugin_id, caps.input_rate, caps.output_rate, caps.unit_ms) == (
         "tone", 24000, 24000, 100)
-    assert len(plugin.stage_models()) == len(caps.stage_names) == 3
+    assert len(plugin.stages()) == len(caps.stage_names) == 3
     assert not plugin.status.ready
-    plugin.load()
+    plugin.load(lambda step: None)
     assert plugin.status.ready
     history = [HistoryItem("user", "hi"), HistoryItem("assistant", "hello")]
     assert plugin.context("be brief", history) == Context("be brief", tuple(history))

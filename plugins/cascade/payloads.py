@@ -1,0 +1,47 @@
+"""Payloads the cascade stages pass to each other (opaque to the orchestrator).
+
+Stage 0 → 1: ``UserTurn``; stage 1 → 2: ``Clause``; stage 2 output:
+``SpokenClause`` and, after the last clause of a reply, ``plugins.base.EndOfResponse``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from plugins.base import Pcm
+
+
+@dataclass(frozen=True, slots=True)
+class UserTurn:
+    """Stage 0 → 1: the words of one committed user turn ("" when nothing was said)."""
+
+    turn_id: int
+    item_id: str
+    text: str
+    respond: bool  # the thinker should answer right away
+
+
+@dataclass(frozen=True, slots=True)
+class Clause:
+    """Stage 1 → 2: a piece of the reply to speak; ``last`` closes the response.
+
+    The talker speaks ``text`` as is and reports it verbatim, so the texts of a
+    reply's clauses, concatenated, should be the reply (keep the separating spaces).
+    """
+
+    turn_id: int
+    text: str
+    last: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SpokenClause:
+    """Stage 2 output: speech at the talker's rate (22 050 Hz) and the words it says.
+
+    A clause piper speaks as several sentences comes out as several of these; the
+    first carries the clause's text and the rest carry "".
+    """
+
+    turn_id: int
+    pcm: Pcm
+    text: str

