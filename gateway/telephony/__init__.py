@@ -1,0 +1,1 @@
+"""Telephony transports (Twilio Media Streams) as adapters onto ordinary sessions."""

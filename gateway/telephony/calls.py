@@ -1,0 +1,64 @@
+"""Call → session binding in Redis, so a second socket for a call resumes it.
+
+``dg:twilio:call:{callSid}`` holds the session id and its current resume
+token, with the session's own lifetime (idle TTL plus the disconnect grace).
+The first socket sets it with NX; later sockets read it and resume.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from duplex.errors import StoreUnavailable
+
+
+def call_key(call_sid: str) -> str:
+    return f"dg:twilio:call:{call_sid}"
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    session_id: str
+    resume_token: str
+
+
+class CallRegistry:
+    def __init__(self, client: aioredis.Redis, ttl_s: float) -> None:
+        self._r = client
+        self._ttl_ms = max(1000, int(ttl_s * 1000))
+
+    async def get(self, call_sid: str) -> Binding | None:
+        try:
+            raw = await self._r.get(call_key(call_sid))
+        except RedisError as exc:
+            raise StoreUnavailable(f"call binding not read: {exc}") from exc
+        if not raw:
+            return None
+        data = json.loads(raw)
+        return Binding(str(data["sid"]), str(data["token"]))
+
+    async def put(self, call_sid: str, binding: Binding, *, only_new: bool) -> bool:
+        """Store ``binding``; with ``only_new`` only if the call has none (False then)."""
+        value = json.dumps({"sid": binding.session_id, "token": binding.resume_token})
+        try:
+            done = await self._r.set(call_key(call_sid), value, px=self._ttl_ms,
+                                     nx=only_new)
+        except RedisError as exc:
+            raise StoreUnavailable(f"call binding not written: {exc}") from exc
+        return bool(done)
+
+    async def touch(self, call_sid: str) -> None:
+        try:
+            await self._r.pexpire(call_key(call_sid), self._ttl_ms)
+        except RedisError:
+            pass  # the next touch retries; the binding only matters for a second socket
+
+    async def drop(self, call_sid: str) -> None:
+        try:
+            await self._r.delete(call_key(call_sid))
+        except RedisError:
+            pass  # it expires with the session's TTL anyway

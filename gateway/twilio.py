@@ -1,0 +1,343 @@
+"""Twilio Media Streams (bidirectional ``<Connect><Stream>``) as a session adapter.
+
+A call is an ordinary session: inbound ``media`` becomes ``AppendAudio`` in
+``audio/pcmu``, ``dtmf`` a journaled ``DtmfReceived``, ``stop`` the session's
+end. Going out, the journaled events the session sends its attachment are
+translated: each ``response.output_audio.delta`` becomes a ``media`` message
+and a ``mark`` named ``<response id>:<cumulative ms>``; a barge-in
+(``input_audio_buffer.speech_started``) while the caller still has audio
+buffered becomes a ``clear`` plus a ``conversation.item.truncate`` at the ms
+of the last mark Twilio echoed *before* the clear. Marks echoed after it
+prove nothing (Twilio echoes pending marks on ``clear``), and wall-clock time
+is never used (I6). Pacing is the runner's ``--output-lead-ms``: Twilio plays
+what it buffers in order, so a bounded lead is all it needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import logging
+import secrets
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from xml.sax.saxutils import escape
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from duplex import commands as c
+from duplex.errors import CapacityError, DuplexError
+from duplex.store.client import connect
+from gateway.config import GatewayConfig
+from gateway.telephony.attachment import TwilioAttachment, submit
+from gateway.telephony.calls import Binding, CallRegistry
+from gateway.telephony.security import mint_stream_token, signature_ok, stream_token_ok
+
+if TYPE_CHECKING:
+    from gateway.gateway import Gateway
+
+log = logging.getLogger(__name__)
+
+STREAM_PATH = "/v1/twilio/media-stream"
+TOKEN_TTL_S = 600  # a stream (or a duplicate one) connects right after the webhook
+START_TIMEOUT_S = 10.0
+TOUCH_EVERY_S = 30.0
+PCMU_SESSION = {"audio": {"input": {"format": {"type": "audio/pcmu"}},
+                          "output": {"format": {"type": "audio/pcmu"}}}}
+
+
+class TwilioBridge:
+    """Process-wide Twilio state: the token secret and the call registry."""
+
+    def __init__(self, config: GatewayConfig) -> None:
+        self.config = config
+        # Per process unless an auth token is configured (then every gateway
+        # behind the same number derives the same key and accepts the others' TwiML).
+        seed = config.twilio_auth_token
+        self.secret = (("dg-twilio-stream\n" + seed).encode() if seed
+                       else secrets.token_bytes(32))
+        self._registry: CallRegistry | None = None
+
+    @property
+    def registry(self) -> CallRegistry:
+        if self._registry is None:  # lazily: the client must be made on the loop
+            cfg = self.config
+            client = connect(cfg.redis_url or "unix:///nonexistent",
+                             timeout_s=cfg.store_timeout_s)
+            self._registry = CallRegistry(client, cfg.idle_ttl_s + cfg.disconnect_grace_s)
+        return self._registry
+
+    def public_base(self, scheme: str, host: str) -> str:
+        return (self.config.public_url or f"{scheme}://{host}").rstrip("/")
+
+    def stream_url(self, scheme: str, host: str) -> str:
+        base = self.public_base(scheme, host)
+        ws_base = base.replace("https://", "wss://", 1).replace("http://", "ws://", 1)
+        return ws_base + STREAM_PATH
+
+
+# -- the webhook -------------------------------------------------------------------------
+
+
+def _attr(value: str) -> str:
+    """A double-quoted XML attribute (quoteattr may pick single quotes)."""
+    return '"' + escape(value, {'"': "&quot;"}) + '"'
+
+
+async def voice_webhook(request: Request) -> Response:
+    """``POST /v1/twilio/voice``: TwiML connecting the call to our media stream."""
+    bridge: TwilioBridge = request.app.state.twilio
+    form = await request.form()
+    params = [(k, v) for k, v in form.multi_items() if isinstance(v, str)]
+    auth = bridge.config.twilio_auth_token
+    if auth is not None:
+        url = bridge.public_base(request.url.scheme, request.url.netloc) + request.url.path
+        if request.url.query:
+            url += "?" + request.url.query
+        if not signature_ok(auth, url, params, request.headers.get("x-twilio-signature")):
+            log.warning("twilio webhook refused: bad or missing X-Twilio-Signature for %s", url)
+            return Response("invalid signature", status_code=403, media_type="text/plain")
+    call_sid = dict(params).get("CallSid", "")
+    if not call_sid:
+        return Response("CallSid is required", status_code=400, media_type="text/plain")
+    instructions = request.query_params.get("instructions",
+                                              bridge.config.twilio_instructions or "")
+    token = mint_stream_token(bridge.secret, call_sid, instructions,
+                              int(time.time()) + TOKEN_TTL_S)
+    stream_url = bridge.stream_url(request.url.scheme, request.url.netloc)
+    twiml = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response><Connect>"
+             f"<Stream url={_attr(stream_url)}>"
+             f"<Parameter name=\"token\" value={_attr(token)}/>"
+             + (f"<Parameter name=\"instructions\" value={_attr(instructions)}/>"
+                if instructions else "")
+             + "</Stream></Connect></Response>")
+    return Response(twiml, media_type="application/xml")
+
+
+# -- the media stream socket --------------------------------------------------------------
+
+
+async def media_stream_endpoint(ws: WebSocket) -> None:
+    gateway: Gateway = ws.app.state.gateway
+    bridge: TwilioBridge = ws.app.state.twilio
+    await ws.accept()
+    auth = bridge.config.twilio_auth_token
+    if auth is not None:
+        url = bridge.stream_url("wss" if ws.url.scheme == "wss" else "ws", ws.url.netloc)
+        if not signature_ok(auth, url, (), ws.headers.get("x-twilio-signature")):
+            log.warning("twilio media stream refused: bad or missing X-Twilio-Signature "
+                        "for %s", url)
+            await ws.close(1008, "invalid signature")
+            return
+    start = await _await_start(ws)
+    if start is None:
+        return
+    why = await gateway.readiness(fresh=False)
+    if why:
+        log.warning("twilio media stream refused: the gateway is not ready: %s", why)
+        await ws.close(1013, "not ready")
+        return
+    attachment = await _bind(ws, gateway, bridge, start)
+    if attachment is None:
+        return
+    async with asyncio.TaskGroup() as tg:
+        reader = tg.create_task(_read(ws, attachment, bridge))
+        await attachment.ended.wait()
+        reader.cancel()
+
+
+@dataclass(frozen=True, slots=True)
+class _Start:
+    stream_sid: str
+    call_sid: str
+    instructions: str
+
+
+def _parse(text: str | None) -> dict[str, Any] | None:
+    """One Twilio message, or None (logged) for anything malformed."""
+    try:
+        msg = json.loads(text or "")
+    except ValueError:
+        log.warning("twilio: ignored a message that is not JSON")
+        return None
+    if not isinstance(msg, dict) or not isinstance(msg.get("event"), str):
+        log.warning("twilio: ignored a message without an event name")
+        return None
+    return msg
+
+
+async def _await_start(ws: WebSocket) -> _Start | None:
+    """Read up to ``start`` and check it (token, media format); None when refused."""
+    bridge: TwilioBridge = ws.app.state.twilio
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            raw = await asyncio.wait_for(ws.receive(), max(0.01, deadline - time.monotonic()))
+        except TimeoutError:
+            await ws.close(1008, "no start message")
+            return None
+        if raw["type"] == "websocket.disconnect":
+            return None
+        msg = _parse(raw.get("text"))
+        if msg is None or msg["event"] != "start":
+            continue  # "connected", or junk before start
+        refusal, start = _check_start(msg, bridge.secret)
+        if start is not None:
+            return start
+        log.warning("twilio media stream refused: %s", refusal)
+        await ws.close(1008, refusal)
+        return None
+
+
+def _check_start(msg: dict[str, Any], secret: bytes) -> tuple[str, _Start | None]:
+    body = msg.get("start")
+    if not isinstance(body, dict):
+        return "start without a start object", None
+    stream_sid = msg.get("streamSid") or body.get("streamSid")
+    call_sid = body.get("callSid")
+    if not isinstance(stream_sid, str) or not isinstance(call_sid, str) or not call_sid:
+        return "start without streamSid/callSid", None
+    fmt = body.get("mediaFormat") or {}
+    if (not isinstance(fmt, dict) or fmt.get("encoding") != "audio/x-mulaw"
+            or str(fmt.get("sampleRate")) != "8000"):
+        return f"unsupported media format {fmt!r:.80}", None
+    params = body.get("customParameters") or {}
+    params = params if isinstance(params, dict) else {}
+    instructions = params.get("instructions") or ""
+    if not isinstance(instructions, str) or not stream_token_ok(
+            secret, params.get("token"), call_sid, instructions, time.time()):
+        return f"call {call_sid[:40]}: bad or expired stream token", None
+    return "", _Start(stream_sid, call_sid, instructions)
+
+
+async def _bind(ws: WebSocket, gateway: Gateway, bridge: TwilioBridge,
+                start: _Start) -> TwilioAttachment | None:
+    """Resume the call's session if it has one, else open one; attach this socket."""
+    try:
+        binding = await bridge.registry.get(start.call_sid)
+        if binding is not None:
+            attachment = await _resume(ws, gateway, bridge, start, binding)
+            if attachment is not None:
+                return attachment
+        return await _open(ws, gateway, bridge, start)
+    except DuplexError as exc:
+        log.warning("call %s: no session: %s", start.call_sid, exc.message)
+        await ws.close(1013 if isinstance(exc, CapacityError) else 1011, exc.code)
+        return None
+
+
+async def _open(ws: WebSocket, gateway: Gateway, bridge: TwilioBridge,
+                start: _Start) -> TwilioAttachment | None:
+    runner, token = await gateway.open_session(beta=False)
+    binding = Binding(runner.session_id, token)
+    if not await bridge.registry.put(start.call_sid, binding, only_new=True):
+        # another socket of this call bound a session first: join that one instead
+        runner.request_close("duplicate_call")
+        other = await bridge.registry.get(start.call_sid)
+        return (None if other is None
+                else await _resume(ws, gateway, bridge, start, other))
+    attachment = TwilioAttachment(ws, start.stream_sid, start.call_sid, 1, runner)
+    await runner.attach(attachment, resume_token=token, cursor=None)
+    update: dict[str, Any] = {**PCMU_SESSION}
+    if start.instructions:
+        update["instructions"] = start.instructions
+    submit(runner, c.UpdateSession(None, update), start.call_sid)
+    log.info("call %s: session %s (stream %s)", start.call_sid, runner.session_id,
+             start.stream_sid)
+    return attachment
+
+
+async def _resume(ws: WebSocket, gateway: Gateway, bridge: TwilioBridge, start: _Start,
+                  binding: Binding) -> TwilioAttachment | None:
+    """A second socket for a call takes its session over (the first one is closed)."""
+    sid = binding.session_id
+    try:
+        _, last = await gateway.store.journal_bounds(sid)
+        runner, token, generation = await gateway.resume_session(
+            sid, binding.resume_token, last, beta=False)
+    except DuplexError as exc:
+        log.info("call %s: session %s not resumable (%s); opening a new one",
+                 start.call_sid, sid, exc.code)
+        await bridge.registry.drop(start.call_sid)
+        return None
+    await bridge.registry.put(start.call_sid, Binding(sid, token), only_new=False)
+    attachment = TwilioAttachment(ws, start.stream_sid, start.call_sid, generation, runner)
+    await runner.attach(attachment, resume_token=token, cursor=last)
+    runner.confirm_token(generation)  # the stream token already proved who we are
+    log.info("call %s: stream %s took session %s over", start.call_sid, start.stream_sid, sid)
+    return attachment
+
+
+async def _read(ws: WebSocket, attachment: TwilioAttachment, bridge: TwilioBridge) -> None:
+    runner = attachment.runner
+    stopped = False
+    touched = time.monotonic()
+    try:
+        while True:
+            raw = await ws.receive()
+            if raw["type"] == "websocket.disconnect":
+                break
+            if runner.emitter.attachment is not attachment:
+                # replaced, ended or detached: this socket no longer speaks for the call
+                await attachment.end(1000, "detached")
+                return
+            msg = _parse(raw.get("text"))
+            if msg is None:
+                continue
+            if msg["event"] == "stop":
+                stopped = True
+                break
+            _dispatch(msg, attachment)
+            if time.monotonic() - touched > TOUCH_EVERY_S:
+                touched = time.monotonic()
+                await bridge.registry.touch(attachment.call_sid)
+    except (WebSocketDisconnect, RuntimeError):
+        pass  # the peer went away, or we closed the socket
+    if attachment.ended.is_set():
+        return
+    if stopped:  # the call is over: one terminal, and forget the call
+        runner.request_close("twilio_stop")
+        await bridge.registry.drop(attachment.call_sid)
+        await attachment.ended.wait()
+        return
+    # Twilio does not reconnect, but a second socket for the call may resume it.
+    attachment.ended.set()
+    runner.request_detach(attachment)
+
+
+def _dispatch(msg: dict[str, Any], attachment: TwilioAttachment) -> None:
+    """One message after ``start``; malformed ones are logged and ignored."""
+    call = attachment.call_sid
+    if msg.get("streamSid") != attachment.stream_sid:
+        log.warning("call %s: ignored %s for stream %r", call, msg["event"],
+                    str(msg.get("streamSid"))[:40])
+        return
+    body = msg.get(msg["event"])
+    body = body if isinstance(body, dict) else {}
+    match msg["event"]:
+        case "media":
+            if body.get("track", "inbound") not in ("inbound", "inbound_track"):
+                return
+            try:
+                audio = base64.b64decode(body.get("payload") or "", validate=True)
+            except (binascii.Error, ValueError):
+                log.warning("call %s: ignored media with bad base64", call)
+                return
+            submit(attachment.runner, c.AppendAudio(None, audio), call)
+        case "mark":
+            name = body.get("name")
+            if isinstance(name, str):
+                attachment.on_mark(name)
+        case "dtmf":
+            digit = body.get("digit")
+            if isinstance(digit, str) and digit:
+                submit(attachment.runner, c.DtmfReceived(None, digit[:1], time.time()), call)
+        case "connected" | "start":
+            pass
+        case other:
+            log.warning("call %s: ignored unknown event %r", call, other[:40])

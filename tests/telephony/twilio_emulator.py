@@ -1,0 +1,218 @@
+"""A Twilio Media Streams peer that speaks Twilio's exact shapes (research/peers.md §3.2).
+
+Inbound: string ``sequenceNumber`` counting every message, per-track
+``media.chunk``, ``media.timestamp`` in ms since the stream started, 20 ms μ-law
+frames of 160 bytes. Outbound: it buffers our ``media``, "plays" it at real
+time, and echoes each ``mark`` once the audio before it has played; on
+``clear`` it drops what is buffered and echoes the pending marks at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import html
+import json
+import re
+import secrets
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import numpy as np
+import websockets
+from websockets.asyncio.client import ClientConnection
+
+from gateway.audio import ulaw_decode, ulaw_encode
+
+RATE = 8000
+FRAME_BYTES = 160  # 20 ms of μ-law at 8 kHz
+
+
+def ulaw_tone(seconds: float, freq: float = 440.0, amplitude: float = 0.3) -> bytes:
+    t = np.arange(int(RATE * seconds)) / RATE
+    pcm = (amplitude * 32767 * np.sin(2 * np.pi * freq * t)).astype(np.int16)
+    return ulaw_encode(pcm).tobytes()
+
+
+def ulaw_silence(seconds: float) -> bytes:
+    return ulaw_encode(np.zeros(int(RATE * seconds), dtype=np.int16)).tobytes()
+
+
+def new_sid(prefix: str) -> str:
+    return prefix + secrets.token_hex(16)
+
+
+@dataclass
+class TwiML:
+    stream_url: str
+    parameters: dict[str, str]
+
+
+def parse_twiml(xml: str) -> TwiML:
+    url = re.search(r'<Stream url="([^"]*)"', xml)
+    assert url is not None, xml
+    params = dict(re.findall(r'<Parameter name="([^"]*)" value="([^"]*)"/>', xml))
+    return TwiML(html.unescape(url.group(1)),
+                 {html.unescape(k): html.unescape(v) for k, v in params.items()})
+
+
+async def webhook(http_base: str, call_sid: str, *, query: str = "",
+                  headers: dict[str, str] | None = None) -> httpx.Response:
+    form = {"CallSid": call_sid, "AccountSid": "AC" + "0" * 32, "From": "+15550001111",
+            "To": "+15550002222", "CallStatus": "ringing"}
+    async with httpx.AsyncClient() as http:
+        return await http.post(f"{http_base}/v1/twilio/voice{query}", data=form,
+                               headers=headers or {})
+
+
+@dataclass
+class Emulator:
+    ws: ClientConnection
+    call_sid: str
+    stream_sid: str = field(default_factory=lambda: new_sid("MZ"))
+    seq: int = 0
+    chunk: int = 0
+    started_at: float = 0.0
+    received: list[dict[str, Any]] = field(default_factory=list)
+    audio: bytearray = field(default_factory=bytearray)  # every outbound payload
+    played_marks: list[str] = field(default_factory=list)  # echoed after playing
+    flushed_marks: list[str] = field(default_factory=list)  # echoed because of a clear
+    marks_before_clear: list[str] | None = None  # played_marks when the 1st clear came
+    clears: int = 0
+
+    def __post_init__(self) -> None:
+        self._buffer: deque[tuple[str, Any]] = deque()
+        self._changed = asyncio.Condition()
+        self._flush = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @classmethod
+    async def dial(cls, twiml: TwiML, call_sid: str, *, ws_url: str | None = None,
+                   headers: dict[str, str] | None = None,
+                   parameters: dict[str, str] | None = None) -> Emulator:
+        ws = await websockets.connect(ws_url or twiml.stream_url, additional_headers=headers)
+        em = cls(ws, call_sid)
+        await em.start(parameters if parameters is not None else twiml.parameters)
+        return em
+
+    # -- Twilio → gateway ------------------------------------------------------------
+
+    async def _send(self, event: str, **body: Any) -> None:
+        self.seq += 1
+        await self.ws.send(json.dumps({"event": event, "sequenceNumber": str(self.seq),
+                                       "streamSid": self.stream_sid, **body}))
+
+    async def start(self, parameters: dict[str, str]) -> None:
+        await self.ws.send(json.dumps({"event": "connected", "protocol": "Call",
+                                       "version": "1.0.0"}))
+        self.started_at = time.monotonic()
+        await self._send("start", start={
+            "accountSid": "AC" + "0" * 32, "streamSid": self.stream_sid,
+            "callSid": self.call_sid, "tracks": ["inbound"], "customParameters": parameters,
+            "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1}})
+        self._tasks = [asyncio.create_task(self._read()), asyncio.create_task(self._play())]
+
+    async def speak(self, ulaw: bytes, *, realtime: bool = False) -> None:
+        """Send ``ulaw`` as 20 ms media frames (at Twilio's cadence with ``realtime``)."""
+        for start in range(0, len(ulaw), FRAME_BYTES):
+            self.chunk += 1
+            stamp = (self.chunk - 1) * 20
+            if realtime:
+                delay = self.started_at + stamp / 1000 - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)  # pacing the caller's voice, not syncing
+            await self._send("media", media={
+                "track": "inbound", "chunk": str(self.chunk), "timestamp": str(stamp),
+                "payload": base64.b64encode(ulaw[start:start + FRAME_BYTES]).decode()})
+
+    async def dtmf(self, digit: str) -> None:
+        await self._send("dtmf", dtmf={"track": "inbound_track", "digit": digit})
+
+    async def stop(self) -> None:
+        await self._send("stop", stop={"accountSid": "AC" + "0" * 32,
+                                       "callSid": self.call_sid})
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        with contextlib.suppress(Exception):
+            await self.ws.close()
+
+    # -- gateway → Twilio --------------------------------------------------------------
+
+    async def _read(self) -> None:
+        async for raw in self.ws:
+            msg = json.loads(raw)
+            assert msg.get("streamSid") == self.stream_sid, msg
+            self.received.append(msg)
+            match msg["event"]:
+                case "media":
+                    payload = base64.b64decode(msg["media"]["payload"])
+                    self.audio += payload
+                    self._buffer.append(("audio", len(payload) / 8.0))
+                case "mark":
+                    self._buffer.append(("mark", msg["mark"]["name"]))
+                case "clear":
+                    await self._clear()
+            async with self._changed:
+                self._changed.notify_all()
+
+    async def _clear(self) -> None:
+        self.clears += 1
+        if self.marks_before_clear is None:
+            self.marks_before_clear = list(self.played_marks)
+        pending = [v for k, v in self._buffer if k == "mark"]
+        self._buffer.clear()
+        self._flush.set()
+        for name in pending:
+            self.flushed_marks.append(name)
+            await self._send("mark", mark={"name": name})
+
+    async def _play(self) -> None:
+        while True:
+            async with self._changed:
+                await self._changed.wait_for(lambda: bool(self._buffer))
+            kind, value = self._buffer.popleft()
+            if kind == "audio":
+                self._flush.clear()
+                # "playing": real time, cut short by a clear
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._flush.wait(), value / 1000.0)
+                continue
+            self.played_marks.append(value)
+            await self._send("mark", mark={"name": value})
+            async with self._changed:
+                self._changed.notify_all()
+
+    # -- waiting on what the gateway did ------------------------------------------------
+
+    async def until(self, predicate: Any, timeout: float = 20.0) -> None:
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(predicate), timeout)
+
+    def played_ms(self) -> float:
+        return mark_ms(self.played_marks[-1]) if self.played_marks else 0.0
+
+    def marks_of(self, response_id: str) -> list[str]:
+        return [m["mark"]["name"] for m in self.received
+                if m["event"] == "mark" and m["mark"]["name"].rpartition(":")[0] == response_id]
+
+    def response_ids(self) -> list[str]:
+        seen: list[str] = []
+        for m in self.received:
+            if m["event"] == "mark":
+                rid = m["mark"]["name"].rpartition(":")[0]
+                if rid not in seen:
+                    seen.append(rid)
+        return seen
+
+    def pcm(self) -> np.ndarray:
+        return ulaw_decode(np.frombuffer(bytes(self.audio), dtype=np.uint8))
+
+
+def mark_ms(name: str) -> float:
+    return float(name.rpartition(":")[2])
