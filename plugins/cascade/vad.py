@@ -39,6 +39,7 @@ import numpy.typing as npt
 
 from duplex.config import TurnDetection
 from plugins.base import VadEvent
+from plugins.segmenter import SpeechSegmenter
 
 Backend = Literal["auto", "ort", "lite"]
 Samples = npt.NDArray[np.float32]
@@ -178,29 +179,27 @@ class SileroVad:
         self.frame = rate * FRAME_MS // 1000
         self.threshold = turn_detection.threshold
         self.stop_threshold = max(self.threshold - HYSTERESIS, MIN_STOP_THRESHOLD)
-        self._min_speech = min_speech_ms * rate // 1000
-        self._silence = turn_detection.silence_duration_ms * rate // 1000
+        self._segmenter = SpeechSegmenter(
+            rate, start_level=self.threshold, stop_level=self.stop_threshold,
+            min_speech=min_speech_ms * rate // 1000,
+            silence=turn_detection.silence_duration_ms * rate // 1000)
         self.backend = _resolve(backend)
         if scorer is None:
             scorer = (OnnxScorer if self.backend == "ort" else LiteScorer)(rate, self.frame)
         self._scorer = scorer
         self._clock = 0  # samples received, never reset
         self._pending: Samples = np.zeros(0, dtype=np.float32)
-        self._speaking = False
-        self._onset: int | None = None  # first sample of a run of speech frames
-        self._voiced_end = 0  # sample just after the last speech frame
 
     @property
     def speaking(self) -> bool:
-        return self._speaking
+        return self._segmenter.speaking
 
     def reset(self) -> None:
         """Forget speech in progress, the partial frame and the model's memory;
         the clock runs on."""
         self._pending = np.zeros(0, dtype=np.float32)
         self._scorer.reset()
-        self._speaking = False
-        self._onset = None
+        self._segmenter.reset()
 
     def process(self, pcm: npt.NDArray[Any]) -> Sequence[VadEvent]:
         """Feed a chunk of any length (int16 or float); events it completes, in order."""
@@ -212,32 +211,9 @@ class SileroVad:
         for offset in range(0, whole, self.frame):
             prob = self._scorer.score(data[offset : offset + self.frame])
             start = first + offset
-            event = self._step(start, start + self.frame, prob)
+            event = self._segmenter.frame(start, start + self.frame, prob)
             if event is not None:
                 events.append(event)
         self._pending = data[whole:].copy()
         return events
 
-    def _step(self, start: int, end: int, prob: float) -> VadEvent | None:
-        if self._speaking:
-            if prob >= self.stop_threshold:
-                self._voiced_end = end
-                return None
-            if end - self._voiced_end < self._silence:
-                return None
-            self._speaking = False
-            self._onset = None
-            return VadEvent(started=False, audio_ms=self._ms(self._voiced_end))
-        if prob < self.threshold:
-            self._onset = None
-            return None
-        if self._onset is None:
-            self._onset = start
-        if end - self._onset < self._min_speech:
-            return None
-        self._speaking = True
-        self._voiced_end = end
-        return VadEvent(started=True, audio_ms=self._ms(self._onset))
-
-    def _ms(self, sample: int) -> int:
-        return sample * 1000 // self.rate

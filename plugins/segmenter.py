@@ -1,0 +1,60 @@
+"""Speech segmentation with hysteresis, shared by every VAD.
+
+A VAD scores fixed frames (energy, a model's probability …); this turns the
+scores into speech start/stop events on the session's input clock:
+
+- a frame scoring at least ``start_level`` is voiced; once speaking, frames
+  down to the lower ``stop_level`` still count, so a fading word does not flicker;
+- speech starts after ``min_speech`` samples of consecutive voiced frames
+  (clicks are ignored), dated at the first of them;
+- it stops after ``silence`` samples without a voiced frame, dated at the end
+  of the last voiced frame.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from plugins.base import VadEvent
+
+
+@dataclass(slots=True)
+class SpeechSegmenter:
+    rate: int
+    start_level: float
+    stop_level: float
+    min_speech: int  # samples
+    silence: int  # samples
+    speaking: bool = False
+    _onset: int | None = None  # first sample of a run of voiced frames
+    _voiced_end: int = 0  # sample just after the last voiced frame
+
+    def reset(self) -> None:
+        """Forget speech in progress (the caller's clock runs on)."""
+        self.speaking = False
+        self._onset = None
+
+    def frame(self, start: int, end: int, score: float) -> VadEvent | None:
+        """Feed the frame ``[start, end)`` of the session clock and its score."""
+        if self.speaking:
+            if score >= self.stop_level:
+                self._voiced_end = end
+                return None
+            if end - self._voiced_end < self.silence:
+                return None
+            self.speaking = False
+            self._onset = None
+            return VadEvent(started=False, audio_ms=self._ms(self._voiced_end))
+        if score < self.start_level:
+            self._onset = None
+            return None
+        if self._onset is None:
+            self._onset = start
+        if end - self._onset < self.min_speech:
+            return None
+        self.speaking = True
+        self._voiced_end = end
+        return VadEvent(started=True, audio_ms=self._ms(self._onset))
+
+    def _ms(self, sample: int) -> int:
+        return sample * 1000 // self.rate
