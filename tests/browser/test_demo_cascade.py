@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import FINAL_SHOT, write_pcm
+from demo_files import FINAL_SHOT, write_pcm
 from gateway_process import GatewayProcess
 
 pytest.importorskip("vllm.engine.protocol",

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import write_wav
+from demo_files import write_wav
 
 pytestmark = pytest.mark.slow
 
