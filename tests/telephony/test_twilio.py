@@ -9,7 +9,6 @@ from urllib.parse import quote
 import httpx
 import pytest
 import websockets
-from conftest import AUTH_TOKEN, Peek
 from gateway_process import GatewayProcess
 from twilio_emulator import (
     Emulator,
@@ -20,6 +19,7 @@ from twilio_emulator import (
     ulaw_tone,
     webhook,
 )
+from twilio_helpers import AUTH_TOKEN, Peek
 
 from gateway.telephony.security import twilio_signature
 from plugins.tone import decode_turn

@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import Peek
 from gateway_process import GatewayProcess
 from redis_server import RedisServer
 from twilio_emulator import Emulator, new_sid, parse_twiml, ulaw_silence, webhook
+from twilio_helpers import Peek
 
 from gateway.audio import resample, ulaw_encode
 
