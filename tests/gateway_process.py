@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 READY = re.compile(r"duplex-gateway ready: http://([^/]+)/")
@@ -74,3 +75,15 @@ class GatewayProcess:
             self.proc.wait(15)
         except subprocess.TimeoutExpired:
             self.kill()
+
+
+@contextlib.contextmanager
+def running_cascade(data_dir: Path) -> Iterator[GatewayProcess]:
+    """A gateway on the cascade plugin, offline, ready (models warm: up to minutes)."""
+    proc = GatewayProcess(data_dir, args=["--plugin", "cascade"],
+                          env={"HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
+    proc.start(timeout_s=300)
+    try:
+        yield proc
+    finally:
+        proc.stop()

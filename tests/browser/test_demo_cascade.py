@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from demo_files import FINAL_SHOT, write_pcm
-from gateway_process import GatewayProcess
+from gateway_process import GatewayProcess, running_cascade
 
 pytest.importorskip("vllm.engine.protocol",
                     reason="the cascade plugin needs vllm ([cpu] or [gpu] extra)")
@@ -21,14 +21,8 @@ QUESTION = "What is the capital of France?"
 
 @pytest.fixture(scope="module")
 def cascade_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    proc = GatewayProcess(Path(tmp_path_factory.mktemp("cascade")),
-                          args=["--plugin", "cascade"],
-                          env={"HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
-    proc.start(timeout_s=300)
-    try:
+    with running_cascade(Path(tmp_path_factory.mktemp("cascade"))) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 from client import RealtimeClient
-from gateway_process import GatewayProcess
+from gateway_process import GatewayProcess, running_cascade
 
 from gateway.audio import resample
 
@@ -27,14 +27,8 @@ SILENCE_S = 1.2
 
 @pytest.fixture(scope="module")
 def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    proc = GatewayProcess(Path(tmp_path_factory.mktemp("cascade")),
-                          args=["--plugin", "cascade"],
-                          env={"HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
-    proc.start(timeout_s=300)
-    try:
+    with running_cascade(Path(tmp_path_factory.mktemp("cascade"))) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture(scope="module")
