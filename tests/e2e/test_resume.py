@@ -389,6 +389,28 @@ async def test_a_resume_lost_in_the_handshake_can_be_retried(
     await back.close()
 
 
+async def test_the_spent_token_replaces_a_resumed_socket_that_has_not_spoken(
+        gateway: GatewayProcess, opened: tuple[RealtimeClient, dict[str, Any]]) -> None:
+    """A half-open handshake socket looks alive to the server, so until the new socket
+    speaks the spent token may retry the resume, and the retry replaces it."""
+    live, created = opened
+    sid, token = created["session"]["id"], created["resume_token"]
+    await probe(live)
+    cursor = last_seq(live.events)
+    silent, _ = await resumed_on(gateway.ws, sid, token, cursor)
+    retry, resumed = await resumed_on(gateway.ws, sid, token, cursor)
+    assert resumed["attachment_generation"] == 3
+    replaced = await silent.until("session.replaced")
+    assert replaced["attachment_generation"] == 3
+    await asyncio.wait_for(silent.ws.wait_closed(), 5)
+    assert silent.ws.close_code == 4000
+    await probe(retry)  # now the new socket has spoken: the old token is spent for good
+    stale = await resume(gateway.ws, sid, token, cursor)
+    await refused(stale, "invalid_resume_token")
+    await probe(retry)
+    await retry.close()
+
+
 # -- takeover ------------------------------------------------------------------------
 
 
@@ -434,32 +456,42 @@ async def test_takeover_replaces_the_old_socket_whose_input_is_then_ignored(
 
 async def test_racing_takeovers_with_one_token_have_exactly_one_winner(
         gateway: GatewayProcess, opened: tuple[RealtimeClient, dict[str, Any]]) -> None:
+    """Two resumes with one token: either one is refused, or, when the second lands
+    before the first socket speaks, the spent token still counts as its recovery token
+    (R16/R17) and the second replaces the first. Either way one socket is left."""
     live, created = opened
     sid, token = created["session"]["id"], created["resume_token"]
     await probe(live)
     cursor = last_seq(live.events)
     generation = 1
     for _ in range(5):
-        a, b = await asyncio.gather(resume(gateway.ws, sid, token, cursor),
+        pair = await asyncio.gather(resume(gateway.ws, sid, token, cursor),
                                     resume(gateway.ws, sid, token, cursor))
-        first_a, first_b = await asyncio.gather(a.recv(), b.recv())
-        outcomes = sorted([(first_a["type"], a), (first_b["type"], b)],
-                          key=lambda o: o[0] != "session.resumed")
-        (won_type, winner), (lost_type, loser) = outcomes
-        assert (won_type, lost_type) == ("session.resumed", "error"), (first_a, first_b)
-        lost = loser.events[0]["error"]
-        assert lost["code"] in ("session_resume_conflict", "invalid_resume_token"), lost
+        firsts = await asyncio.gather(*(c.recv() for c in pair))
+        won = [c for c, f in zip(pair, firsts, strict=True) if f["type"] == "session.resumed"]
+        lost = [c for c, f in zip(pair, firsts, strict=True) if f["type"] != "session.resumed"]
+        assert won, firsts
+        if lost:
+            (winner,), (loser,) = won, lost
+            assert loser.events[0]["type"] == "error", firsts
+            code = loser.events[0]["error"]["code"]
+            assert code in ("session_resume_conflict", "invalid_resume_token"), firsts
+            generation += 1
+        else:
+            first, winner = sorted(won, key=lambda c: c.events[0]["attachment_generation"])
+            assert [c.events[0]["attachment_generation"] for c in (first, winner)] == [
+                generation + 1, generation + 2]
+            replaced = await first.until("session.replaced")
+            assert replaced["attachment_generation"] == generation + 2
+            loser = first
+            generation += 2
         await asyncio.wait_for(loser.ws.wait_closed(), 5)
-        generation += 1
         assert winner.events[0]["attachment_generation"] == generation
         await probe(winner)
         token, cursor = winner.events[0]["resume_token"], last_seq(winner.events)
         winner.ws.transport.abort()
     await asyncio.wait_for(live.ws.wait_closed(), 5)
     assert live.ws.close_code == 4000
-
-
-# -- journal bounds ------------------------------------------------------------------
 
 
 async def test_event_ack_trims_the_journal(
