@@ -138,6 +138,7 @@ class SessionRunner:
         self._turn_ended_at: float | None = None
         self._timings: dict[str, float] = {}
         self._renewed_at = 0.0
+        self._thinker_instructions = ""  # what the epoch's thinker request was told
         self._unsaved: deque[fx.SaveItem | fx.ForgetItem | fx.SaveConfig] = deque()
         self.recovery: dict[str, Any] | None = None  # said in the next session.resumed
         self.record: SessionRecord | None = None  # as restored from Redis, if it was
@@ -386,12 +387,18 @@ class SessionRunner:
 
     async def _ensure_thinker(self) -> None:
         """The epoch's thinker request starts from the honest history (I6)."""
+        instructions = self.core.config.instructions
         if self.orch.is_live(request_id(self.core.fence, 1)):
+            if instructions != self._thinker_instructions:
+                # session.update applies to the next reply, even within an epoch
+                self._thinker_instructions = instructions
+                await self.orch.submit(1, self.core.fence,
+                                       self.plugin.context(instructions, ()))
             return
         history = tuple(pb.HistoryItem(role, text) for role, text in self.core.history()
                         if text)
-        ctx = self.plugin.context(self.core.config.instructions, history)
-        await self.orch.submit(1, self.core.fence, ctx)
+        self._thinker_instructions = instructions
+        await self.orch.submit(1, self.core.fence, self.plugin.context(instructions, history))
 
     # -- effects -------------------------------------------------------------------
 

@@ -322,13 +322,14 @@ class ThinkerAdapter:
             state.started = True
             system = self.markup.scrub(instructions or "").strip() or self.default_instructions
             return self._add(state, "system", system, seq, droppable=False)
+        head = ""
         if state.assistant_open:
             state.assistant_open = False
-            return self.markup.closing
-        if instructions:  # a later Context: its instructions as a system turn
-            return self._add(state, "system", self.markup.scrub(instructions).strip(), seq,
-                             droppable=True)
-        return ""
+            head = self.markup.closing
+        text = self.markup.scrub(instructions or "").strip()
+        if text:  # a later Context: its instructions as a system turn
+            head += self._add(state, "system", text, seq, droppable=True)
+        return head
 
     def _add(self, state: ThinkerState, role: str, text: str, seq: int, *,
              droppable: bool) -> str:

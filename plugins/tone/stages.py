@@ -97,7 +97,8 @@ class ThinkModel:
 
     def step(self, state: ThinkState, payload: object) -> Iterator[StageResult]:
         if isinstance(payload, Context):
-            state.instructions, state.history = payload.instructions, payload.items
+            state.instructions = payload.instructions  # a later Context adds, keeps history
+            state.history += payload.items
         elif isinstance(payload, Heard):
             state.heard = payload
             if payload.respond:

@@ -64,6 +64,21 @@ async def test_full_voice_turn_in_protocol_order(client: RealtimeClient) -> None
     assert done["response"]["output"][0]["content"][0]["transcript"] == words
 
 
+async def test_session_update_between_turns_applies_to_the_next_reply(
+        client: RealtimeClient) -> None:
+    """Both replies complete, so one epoch (one thinker request) serves both turns:
+    the new instructions must still reach it."""
+    lengths = []
+    for words in (7, 3):
+        await client.send("session.update", session={"instructions": f"words={words}"})
+        await client.until("session.updated")
+        await speak(client)
+        done = await client.until("response.done")
+        assert done["response"]["status"] == "completed"
+        lengths.append(len(done["response"]["output"][0]["content"][0]["transcript"].split()))
+    assert lengths == [4 + 7, 4 + 3]  # "answer to turn N:" then the words
+
+
 async def test_server_vad_barge_in_cancels_and_no_old_audio_follows(
         client: RealtimeClient) -> None:
     await client.send("session.update", session={"instructions": "words=60"})

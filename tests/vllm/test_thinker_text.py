@@ -146,6 +146,20 @@ def test_instructions_become_the_system_prompt() -> None:
     assert c.text == "<|im_start|>system\nSpeak like a pirate.<|im_end|>\n"
 
 
+def test_a_later_context_adds_its_instructions_after_closing_the_reply() -> None:
+    # session.update between turns of one epoch: the new instructions reach the model
+    a = ThinkerAdapter()
+    s = a.open(FENCE)
+    plan(a, s, Context("", ()))
+    plan(a, s, UserTurn(1, "i1", "Hi", True))  # the reply leaves the assistant turn open
+    c = plan(a, s, Context("Answer in one word.", ()))
+    assert c.text == ("<|im_end|>\n"
+                      "<|im_start|>system\nAnswer in one word.<|im_end|>\n")
+    assert not c.generate
+    c = plan(a, s, Context("Answer in two words.", ()))  # closed already: just the system turn
+    assert c.text == "<|im_start|>system\nAnswer in two words.<|im_end|>\n"
+
+
 def test_first_payload_without_context_gets_the_default_prompt() -> None:
     a = ThinkerAdapter(max_reply_tokens=12)
     s = a.open(FENCE)
