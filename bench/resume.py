@@ -1,13 +1,15 @@
 """Resume benchmark: what a ``session.resume`` costs, and how fast one gateway
-process journals events, each next to a baseline measured in the same run.
+process journals events, and what a resume relayed through another process
+costs, each next to a baseline measured in the same run.
 
     .venv/bin/python bench/resume.py [--quick] [--resumes N] [--seconds S]
 
 It starts its own gateway (``python -m gateway.cli serve --port 0 --plugin tone
 --data-dir <tmp>``, embedded Valkey on ``<tmp>/valkey/valkey.sock``) on
-127.0.0.1, runs two parts, prints tables, stops the gateway and removes the
-directory. The full run takes about a minute; ``--quick`` (a smoke test, well
-under 30 s) does fewer resumes and shorter throughput windows.
+127.0.0.1, runs three parts (the third with a second gateway on the same
+Valkey), prints tables, stops the gateways and removes the directory. The
+full run takes about a minute; ``--quick`` (a smoke test, well under 30 s)
+does fewer resumes and shorter throughput windows.
 
 How to read it
 ==============
@@ -72,6 +74,14 @@ Part 2: events journaled per second by one gateway process.
   this process, with 1 task and with N tasks, against the same Valkey.
   CPU% columns are each process's CPU time over the window (100% = one core),
   showing which process the cores went to.
+
+Part 3: a resume that reaches another process (DESIGN §8).
+  A second gateway B on the same Valkey. One session owned by A (K = 100
+  events replayed per resume); resumes alternate straight to A and through B,
+  which relays the socket to A frame for frame (``gateway/owner_relay.py``).
+  After each resume, 5 ``session.heartbeat`` round trips on the new socket.
+  The direct rows are the baseline: the difference is what the relay costs,
+  once per resume and on every frame after.
 
 Figures, not a verdict: a row is only a measurement under the stated criterion.
 """
@@ -235,11 +245,14 @@ def f1(x: float) -> str:
 
 
 class Gateway:
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, *, redis_url: str | None = None,
+                 log_name: str = "gateway.log") -> None:
         self.data_dir = data_dir
-        self.log_path = data_dir / "gateway.log"
+        self.log_path = data_dir / log_name
         self.cmd = [sys.executable, "-m", "gateway.cli", "serve", "--port", "0",
                     "--plugin", "tone", "--data-dir", str(data_dir)]
+        if redis_url is not None:  # a second process on the first one's Valkey
+            self.cmd += ["--redis-url", redis_url]
         self.proc: subprocess.Popen[bytes] | None = None
         self.address = ""
 
@@ -521,6 +534,52 @@ async def part1(gw: Gateway, redis: Any, resumes: int) -> str:
     return "\n".join(out)
 
 
+# -- part 3: a resume relayed to the owner on another process ---------------------
+
+
+async def heartbeat_rtt(s: Journaled) -> float:
+    """One heartbeat -> heartbeat_ack round trip on the session's socket (ms)."""
+    t0 = time.perf_counter()
+    await s.ws.send(HEARTBEAT)
+    ev = json.loads(await _recv(s.ws))
+    if ev["type"] != "session.heartbeat_ack":
+        raise AssertionError(f"expected session.heartbeat_ack, got {ev['type']}")
+    s.last_seq = ev["server_event_seq"]
+    return ms(time.perf_counter() - t0)
+
+
+async def part3(owner: Gateway, other: Gateway, resumes: int) -> str:
+    k = 100
+    s = await prepare(owner.url, k)
+    direct, relayed = ResumeSamples(), ResumeSamples()
+    rtt: dict[str, list[float]] = {"direct": [], "relayed": []}
+    for i in range(resumes + 3):  # 3 unrecorded warm-ups, then interleaved samples
+        for name, gw, samples in (("direct", owner, direct), ("relayed", other, relayed)):
+            await resume_once(gw.url, s, samples if i >= 3 else None)
+            for _ in range(5):
+                took = await heartbeat_rtt(s)
+                if i >= 3:
+                    rtt[name].append(took)
+    await s.ws.close()
+    headers = ["path", "open", "resumed", "last (K=100)", "heartbeat RTT"]
+    rows = [[label, *(f"{f1(pct(xs, 50))} / {f1(pct(xs, 99))}"
+                      for xs in (r.open, r.resumed, r.last, rtt[name]))]
+            for label, name, r in (("direct to the owner", "direct", direct),
+                                   ("via another process", "relayed", relayed))]
+    return "\n".join([
+        "Part 3: a resume that reaches a process not owning the session (ms; p50 / p99)",
+        f"  criterion: one session owned by gateway A; {resumes} resumes each straight to A "
+        "and through gateway B (B relays the socket to A), interleaved;",
+        "  after each, 5 heartbeat round trips on the resumed socket. Each resume replays "
+        "the last K = 100 events.",
+        "",
+        table(headers, rows),
+        "",
+        f"  relay cost, p50 - p50: resume {f1(pct(relayed.last, 50) - pct(direct.last, 50))} ms,"
+        f" heartbeat round trip {f1(pct(rtt['relayed'], 50) - pct(rtt['direct'], 50))} ms",
+    ])
+
+
 # -- part 2: events journaled per second ------------------------------------------
 
 
@@ -705,6 +764,16 @@ async def run(gw: Gateway, resumes: int, window: Window) -> list[str]:
         t = time.perf_counter()
         sections.append(await part2(gw, redis, window))
         sections.append(f"  (part 2 took {time.perf_counter() - t:.1f} s)")
+        sections.append("")
+        other = Gateway(gw.data_dir, redis_url=f"unix://{gw.valkey_socket}",
+                        log_name="gateway-b.log")
+        await asyncio.to_thread(other.start)
+        try:
+            t = time.perf_counter()
+            sections.append(await part3(gw, other, resumes))
+            sections.append(f"  (part 3 took {time.perf_counter() - t:.1f} s)")
+        finally:
+            await asyncio.to_thread(other.stop)
         return sections
     finally:
         await redis.aclose()

@@ -56,6 +56,13 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _reachable_at(host: str, port: int) -> str:
+    """The ws:// URL other gateway processes use to reach this one."""
+    if host in ("0.0.0.0", "::"):
+        host = socket.gethostname()
+    return f"ws://[{host}]:{port}" if ":" in host else f"ws://{host}:{port}"
+
+
 def serve(config: GatewayConfig) -> int:
     import uvicorn
 
@@ -82,6 +89,8 @@ def serve(config: GatewayConfig) -> int:
             return 1
         host, port = sock.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host
+        if config.advertise_url is None:
+            config = replace(config, advertise_url=_reachable_at(host, port))
         ready = (f"duplex-gateway ready: http://{shown}:{port}/  "
                  f"(plugin {config.plugin}, realtime ws://{shown}:{port}/v1/realtime)")
         print(f"duplex-gateway listening: http://{shown}:{port}/ (getting ready; "

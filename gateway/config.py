@@ -44,6 +44,7 @@ class GatewayConfig:
     twilio_auth_token: str | None = None
     public_url: str | None = None
     twilio_instructions: str | None = None
+    advertise_url: str | None = None
 
 
 # flag → (type, help); defaults come from GatewayConfig
@@ -77,6 +78,10 @@ _FLAGS: dict[str, tuple[Any, str]] = {
     "public_url": (str, "this gateway's public https:// base URL, as Twilio reaches it "
                         "(unset: taken from the request's Host)"),
     "twilio_instructions": (str, "session instructions for Twilio calls"),
+    "advertise_url": (str, "ws://HOST:PORT where the other gateways on this Redis reach this "
+                           "one, to relay a resume of a session it owns (unset: the "
+                           "listening address, or the hostname when listening on all "
+                           "interfaces)"),
 }
 
 

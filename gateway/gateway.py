@@ -181,7 +181,8 @@ class Gateway:
         while True:
             try:
                 now = time.time()
-                await self.store.heartbeat_owner(self.owner, now, self.owner_ttl_s)
+                await self.store.heartbeat_owner(self.owner, now, self.owner_ttl_s,
+                                                 self.config.advertise_url or "")
                 self._store_ok_at = time.monotonic()
                 await self._reap(now)
             except DuplexError as exc:
@@ -248,6 +249,16 @@ class Gateway:
         core = SessionCore(Fence(sid, record.incarnation, 0, 0), beta=beta)
         self.metrics.sessions_opened.inc()
         return self._runner(record, core, beta=beta), token
+
+    async def owner_elsewhere(self, sid: str) -> str | None:
+        """The address of another live process that owns ``sid``: a resume is served
+        through it (``gateway.owner_relay``). None: serve it here."""
+        if sid in self.runners:
+            return None
+        record = await self.store.get(sid)
+        if record is None or record.state != "open" or record.owner == self.owner:
+            return None
+        return await self.store.owner_address(record.owner, time.time())
 
     async def resume_session(self, sid: str, token: str, cursor: int, *,
                              beta: bool) -> tuple[SessionRunner, str, int]:

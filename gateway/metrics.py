@@ -19,6 +19,11 @@ class Metrics:
                                          "sessions refused at admission", ["code"], registry=r)
         self.resumes = Counter("duplex_sessions_resumed", "successful session resumes",
                                registry=r)
+        self.resumes_relayed = Counter(
+            "duplex_resumes_relayed", "resumes relayed to the session's owner process",
+            registry=r)
+        self.relays = Gauge("duplex_relays_active",
+                            "sockets relayed to another owner process now", registry=r)
         self.events = Counter("duplex_server_events", "server events journaled and sent",
                               ["type"], registry=r)
         self.errors = Counter("duplex_errors", "error events sent to clients", ["code"],

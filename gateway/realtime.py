@@ -28,6 +28,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from duplex import commands as c
 from duplex.errors import CapacityError, DuplexError, InvalidRequest, SessionStateError
+from gateway import owner_relay
 from gateway.gateway import ResyncRequired
 
 if TYPE_CHECKING:
@@ -152,7 +153,8 @@ async def _open(ws: WebSocket, gateway: Gateway,
     return runner, attachment
 
 
-async def _first_command(ws: WebSocket) -> c.Command | None:
+async def _first_command(ws: WebSocket) -> tuple[c.Command, str] | None:
+    """The first message, parsed and as sent; None when the client went first."""
     try:
         msg = await asyncio.wait_for(ws.receive(), FIRST_MESSAGE_TIMEOUT_S)
     except TimeoutError:
@@ -160,8 +162,9 @@ async def _first_command(ws: WebSocket) -> c.Command | None:
                              f"{FIRST_MESSAGE_TIMEOUT_S:.0f} s", code="config_timeout") from None
     if msg["type"] == "websocket.disconnect":
         return None
+    text = msg.get("text") or "null"
     try:
-        return c.parse_command(json.loads(msg.get("text") or "null"))
+        return c.parse_command(json.loads(text)), text
     except ValueError:
         raise InvalidRequest("message is not valid JSON", code="invalid_json") from None
 
@@ -169,15 +172,18 @@ async def _first_command(ws: WebSocket) -> c.Command | None:
 async def _resume(ws: WebSocket, gateway: Gateway, sid: str,
                   beta: bool) -> tuple[SessionRunner, WsAttachment] | None:
     try:
-        cmd = await _first_command(ws)
-        if cmd is None:
+        first = await _first_command(ws)
+        if first is None:
             return None
+        cmd, text = first
         if not isinstance(cmd, c.ResumeSession):
             raise InvalidRequest("the first message of a resume must be session.resume",
                                  code="invalid_session_resume")
         if cmd.session_id not in (None, sid):
             raise InvalidRequest("session.resume names another session than ?resume=",
                                  code="invalid_session_resume", param="session_id")
+        if await _relayed_to_owner(ws, gateway, sid, text, beta):
+            return None
         cursor = cmd.last_received_server_event_seq
         runner, token, generation = await gateway.resume_session(
             sid, cmd.resume_token, cursor, beta=beta)
@@ -197,6 +203,29 @@ async def _resume(ws: WebSocket, gateway: Gateway, sid: str,
         return None  # e.g. session.resync_required ended it
     gateway.metrics.resumes.inc()
     return runner, attachment
+
+
+async def _relayed_to_owner(ws: WebSocket, gateway: Gateway, sid: str, first: str,
+                            beta: bool) -> bool:
+    """Serve the resume through the session's live owner on another process, if it
+    has one this process can reach (``gateway.owner_relay``); True once done."""
+    if owner_relay.RELAYED_BY_HEADER in ws.headers:
+        return False  # relayed here already: never twice
+    address = await gateway.owner_elsewhere(sid)
+    if address is None:
+        return False
+    owner = await owner_relay.open_to_owner(
+        address, sid, relayed_by=gateway.owner, api_key=gateway.config.api_key, beta=beta,
+        resumable=ws.query_params.get("resumable"))
+    if owner is None:
+        return False
+    gateway.metrics.resumes_relayed.inc()
+    gateway.metrics.relays.inc()
+    try:
+        await owner_relay.relay(ws, owner, first)
+    finally:
+        gateway.metrics.relays.dec()
+    return True
 
 
 async def _read(ws: WebSocket, runner: SessionRunner, attachment: WsAttachment,

@@ -15,6 +15,7 @@ LEASES = "dg:leases"  # zset: sid -> lease deadline (ms); the reaper's index
 # yet. Admission counts both: a claimed session keeps its slot until it ends.
 EXPIRING = "dg:expiring"
 OWNERS = "dg:owners"  # zset: process id -> heartbeat deadline (ms)
+OWNER_ADDRESSES = "dg:owner_addresses"  # hash: process id -> ws:// URL other processes reach it at
 
 # printf templates, also handed to scripts that derive keys from ids they read
 # (Lua's string.format reads them the same way).

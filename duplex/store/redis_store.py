@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Sequence
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import redis.asyncio as aioredis
 from redis import exceptions as rx
@@ -183,16 +183,21 @@ class RedisSessionStore:
 
     # -- owner liveness and the reaper --------------------------------------------
 
-    async def heartbeat_owner(self, owner: str, now: float, ttl_s: float) -> None:
-        """This process is alive until ``now + ttl_s``."""
+    async def heartbeat_owner(self, owner: str, now: float, ttl_s: float,
+                              address: str = "") -> None:
+        """This process is alive until ``now + ttl_s``; other processes reach it at
+        ``address`` (a ws:// URL; empty: it cannot serve their resumes)."""
         if ttl_s <= 0:
             raise ValueError("ttl_s must be > 0")
         owner = keys.checked_id(owner, "owner")
-        # One ZADD is atomic already; GT keeps a late or re-sent beat from
-        # moving the deadline back.
-        await self._run("heartbeat_owner", self._r.zadd(
-            keys.OWNERS, {owner: (now + ttl_s) * 1000}, gt=True
-        ))
+        pipe = self._r.pipeline(transaction=True)
+        # GT keeps a late or re-sent beat from moving the deadline back.
+        pipe.zadd(keys.OWNERS, {owner: (now + ttl_s) * 1000}, gt=True)
+        if address:
+            pipe.hset(keys.OWNER_ADDRESSES, owner, address)
+        else:
+            pipe.hdel(keys.OWNER_ADDRESSES, owner)
+        await self._run("heartbeat_owner", pipe.execute())
 
     async def owner_alive(self, owner: str, now: float) -> bool:
         """Whether ``owner``'s heartbeat runs past ``now`` (the scripts' rule too)."""
@@ -201,9 +206,23 @@ class RedisSessionStore:
         ))
         return beat is not None and beat > now * 1000
 
+    async def owner_address(self, owner: str, now: float) -> str | None:
+        """Where ``owner`` is reached, while its heartbeat runs past ``now``."""
+        owner = keys.checked_id(owner, "owner")
+        pipe = self._r.pipeline(transaction=True)
+        pipe.zscore(keys.OWNERS, owner)
+        pipe.hget(keys.OWNER_ADDRESSES, owner)
+        beat, address = cast(list[Any], await self._run("owner_address", pipe.execute()))
+        alive = beat is not None and float(beat) > now * 1000
+        return str(address) if alive and address else None
+
     async def retire_owner(self, owner: str) -> None:
         """Clean shutdown: this process's sessions may be taken over at once."""
-        await self._run("retire_owner", self._r.zrem(keys.OWNERS, keys.checked_id(owner, "owner")))
+        owner = keys.checked_id(owner, "owner")
+        pipe = self._r.pipeline(transaction=True)
+        pipe.zrem(keys.OWNERS, owner)
+        pipe.hdel(keys.OWNER_ADDRESSES, owner)
+        await self._run("retire_owner", pipe.execute())
 
     async def list_owned(self, owner: str) -> list[str]:
         """Session ids holding an admission slot of ``owner``, sorted."""

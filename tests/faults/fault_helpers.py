@@ -267,6 +267,18 @@ async def journal(url: str, session_id: str, after: int = 0) -> list[tuple[int, 
     return [(int(entry_id.split("-")[0]), fields["event"]) for entry_id, fields in entries]
 
 
+async def resume(url: str, session_id: str, token: str,
+                 cursor: int) -> tuple[Stream, int, dict[str, Any]]:
+    """A new socket resuming ``session_id``; the index and body of ``session.resumed``."""
+    r = await Stream.open(f"{url}?resume={session_id}")
+    await r.send("session.resume", resume_token=token, last_received_server_event_seq=cursor)
+    i = await r.until(lambda m: m.type in ("session.resumed", "error"), "session.resumed",
+                      timeout=10)
+    resumed = r.messages[i].event
+    assert resumed["type"] == "session.resumed", resumed
+    return r, i, resumed
+
+
 async def start(proc: GatewayProcess) -> GatewayProcess:
     """Start a gateway without stopping the event loop (streams keep being read)."""
     return await asyncio.to_thread(proc.start)

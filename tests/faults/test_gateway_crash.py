@@ -20,6 +20,7 @@ from fault_helpers import (
     Stream,
     assert_ordered_exactly_once,
     journal,
+    resume,
     start,
     turn_completes,
 )
@@ -27,18 +28,6 @@ from redis_server import RedisServer
 
 LONG = 100  # words of the reply in flight when the gateway dies
 REAPER = "0.5"  # owner heartbeat period: a dead owner is presumed dead after 1.5 s
-
-
-async def resume(url: str, session_id: str, token: str,
-                 cursor: int) -> tuple[Stream, int, dict]:
-    """A new socket resuming ``session_id``; the index and body of ``session.resumed``."""
-    r = await Stream.open(f"{url}?resume={session_id}")
-    await r.send("session.resume", resume_token=token, last_received_server_event_seq=cursor)
-    i = await r.until(lambda m: m.type in ("session.resumed", "error"), "session.resumed",
-                      timeout=10)
-    resumed = r.messages[i].event
-    assert resumed["type"] == "session.resumed", resumed
-    return r, i, resumed
 
 
 @pytest.mark.parametrize("store", ["redis-url", "embedded"])

@@ -53,6 +53,23 @@ async def test_retire_owner(store: RedisSessionStore) -> None:
         await store.heartbeat_owner(OWNER, NOW, 0)
 
 
+async def test_an_owner_address_is_given_only_while_its_owner_lives(
+    store: RedisSessionStore, raw: aioredis.Redis
+) -> None:
+    address = "ws://10.0.0.7:8000"
+    assert await store.owner_address(OWNER, NOW) is None  # never beat
+    await store.heartbeat_owner(OWNER, NOW, 3.0, address)
+    await store.heartbeat_owner(OWNER, NOW, 3.0, address)  # re-sent: same
+    assert await store.owner_address(OWNER, NOW + 2.999) == address
+    assert await store.owner_address(OWNER, NOW + 3) is None  # heartbeat lapsed
+    await store.heartbeat_owner("gw-quiet", NOW, 3.0)  # beats but cannot serve others
+    assert await store.owner_alive("gw-quiet", NOW)
+    assert await store.owner_address("gw-quiet", NOW) is None
+    await store.retire_owner(OWNER)
+    assert await store.owner_address(OWNER, NOW) is None
+    assert await raw.hget("dg:owner_addresses", OWNER) is None  # retiring removes it
+
+
 # -- claims ----------------------------------------------------------------------------
 
 

@@ -1,0 +1,125 @@
+"""A resume served through the session's live owner on another process (DESIGN §8).
+
+Behind a load balancer a resume can reach any gateway process. When the session's
+owner is another process that is alive, taking the session over would throw away
+what only the owner has: the models' state and the reply in flight. So this
+process relays the socket to the owner instead, frame for frame, and the client
+sees exactly what a direct connection would show. Each owner's address sits in
+Redis next to its heartbeat (``--advertise-url``).
+
+Close codes pass through both ways, so a client's 1000 still ends the session
+and any other drop still detaches it. If the owner goes away mid-relay the
+client gets 1012 (service restart) and resumes again; by then the owner's
+heartbeat lapses and the resume takes the session over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from urllib.parse import urlencode
+
+from starlette.websockets import WebSocket, WebSocketDisconnect
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+
+log = logging.getLogger(__name__)
+
+# A relayed socket names the process relaying it; its owner serves it itself, so a
+# resume is relayed at most once, whatever the owner table says meanwhile.
+RELAYED_BY_HEADER = "x-duplex-relayed-by"
+CONNECT_TIMEOUT_S = 3.0
+CLOSE_OWNER_GONE = 1012  # "service restart": resume again
+
+
+def _sendable(code: int) -> int:
+    """A close code a close frame may carry; an abnormal end (1005/1006/1015, no
+    frame) becomes 1001 "going away", which the owner treats as a drop."""
+    return code if code in (1000, 1001, 1002, 1003) or 1007 <= code <= 1014 \
+        or 3000 <= code <= 4999 else 1001
+
+
+async def open_to_owner(address: str, session_id: str, *, relayed_by: str,
+                        api_key: str | None, beta: bool,
+                        resumable: str | None) -> ClientConnection | None:
+    """A socket to the owner's ``/v1/realtime?resume=``; None when it can't be reached."""
+    query = {"resume": session_id}
+    if resumable is not None:
+        query["resumable"] = resumable
+    headers = {RELAYED_BY_HEADER: relayed_by}
+    if api_key is not None:
+        headers["Authorization"] = f"Bearer {api_key}"
+    if beta:
+        headers["OpenAI-Beta"] = "realtime=v1"
+    url = f"{address.rstrip('/')}/v1/realtime?{urlencode(query)}"
+    try:
+        # the owner bounds what clients send; what it sends back is trusted
+        return await connect(url, additional_headers=headers, open_timeout=CONNECT_TIMEOUT_S,
+                             max_size=None, compression=None)
+    except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
+        log.warning("session %s: owner at %s unreachable (%s); serving the resume here",
+                    session_id, address, exc)
+        return None
+
+
+async def relay(client: WebSocket, owner: ClientConnection, first_message: str) -> None:
+    """Pass frames both ways until one side closes; then close the other alike."""
+    await owner.send(first_message)
+    up = asyncio.create_task(_client_to_owner(client, owner))
+    down = asyncio.create_task(_owner_to_client(owner, client))
+    try:
+        done, _ = await asyncio.wait([up, down], return_when=asyncio.FIRST_COMPLETED)
+        if not all(task.result() for task in done):
+            # a pump saw the far side go under a send: that side's own pump reads
+            # its close code and passes it on
+            await asyncio.wait([up, down], timeout=CONNECT_TIMEOUT_S)
+    finally:
+        for task in (up, down):
+            task.cancel()
+        await asyncio.gather(up, down, return_exceptions=True)
+        await owner.close(1001, "relay ended")  # a no-op once a close was passed on
+
+
+async def _client_to_owner(client: WebSocket, owner: ClientConnection) -> bool:
+    """Client frames to the owner; True once the client has gone (its close passed on)."""
+    code, reason = 1001, ""
+    try:
+        while True:
+            msg = await client.receive()
+            if msg["type"] == "websocket.disconnect":
+                code, reason = int(msg.get("code") or 1006), str(msg.get("reason") or "")
+                break
+            text, data = msg.get("text"), msg.get("bytes")
+            await owner.send(text if text is not None else data or b"")
+    except WebSocketDisconnect as exc:
+        code, reason = exc.code, exc.reason or ""
+    except RuntimeError:
+        pass  # receive after the socket was closed
+    except ConnectionClosed:
+        return False
+    await owner.close(_sendable(code), reason[:120])
+    return True
+
+
+async def _owner_to_client(owner: ClientConnection, client: WebSocket) -> bool:
+    """Owner frames to the client; True once the owner has gone (its close passed on)."""
+    try:
+        async for frame in owner:
+            if isinstance(frame, str):
+                await client.send_text(frame)
+            else:
+                await client.send_bytes(frame)
+    except ConnectionClosed:
+        pass
+    except (RuntimeError, WebSocketDisconnect):
+        return False
+    received = owner.protocol.close_rcvd
+    if received is None:
+        code, reason = CLOSE_OWNER_GONE, "the session's owner went away; resume again"
+    else:
+        code, reason = _sendable(received.code), received.reason
+    try:
+        await client.close(code, reason[:120])
+    except (RuntimeError, WebSocketDisconnect):
+        pass
+    return True
