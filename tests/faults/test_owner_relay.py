@@ -10,6 +10,8 @@ takes the session over.
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import redis.asyncio as aioredis
 from client import eventually
@@ -138,5 +140,34 @@ async def test_when_the_owner_dies_under_a_relay_the_next_resume_takes_over(
     m = await meta(redis_server.url, sid)
     assert (m["owner"], m["incarnation"]) == (await owner_of(b), "2")
     await turn_completes(again, turn=3)
+    assert_ordered_exactly_once(s.messages + r.messages + again.messages)
+    await again.close()
+
+
+async def test_a_relaying_process_that_stops_leaves_the_session_detached_at_its_owner(
+        redis_server: RedisServer, gateways: GatewayFactory) -> None:
+    flags = ("--redis-url", redis_server.url, "--reaper-interval-s", REAPER)
+    a = gateways(*flags).start()
+    b = await start(gateways(*flags))
+    s = await Stream.open(a.ws)
+    await s.until_type("session.created")
+    created = s.messages[0].event
+    sid = created["session"]["id"]
+    s.ws.transport.abort()
+    await s.wait_closed()
+    r, _, resumed = await resume(b.ws, sid, created["resume_token"], max(seqs(s.messages)))
+    await turn_completes(r, turn=1)
+
+    await asyncio.to_thread(b.stop)  # SIGTERM to the relaying process only
+    assert await r.wait_closed() == 1012  # "service restart": resume again
+
+    async def detached() -> dict[str, str] | None:
+        m = await meta(redis_server.url, sid)
+        return m if m["detached_at"] else None
+
+    m = await eventually(detached, 5, "the owner saw the relayed socket go")
+    assert (m["state"], m["owner"]) == ("open", await owner_of(a))
+    again, _, _ = await resume(a.ws, sid, resumed["resume_token"], max(seqs(r.messages)))
+    await turn_completes(again, turn=2)
     assert_ordered_exactly_once(s.messages + r.messages + again.messages)
     await again.close()
