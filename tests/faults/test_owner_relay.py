@@ -109,20 +109,31 @@ async def test_a_resume_on_another_process_is_relayed_to_the_live_owner(
     await eventually(closed, 5, "the owner closed the session")
 
 
-async def test_when_the_owner_dies_under_a_relay_the_next_resume_takes_over(
-        redis_server: RedisServer, gateways: GatewayFactory) -> None:
+async def relayed_session(redis_server: RedisServer, gateways: GatewayFactory, *,
+                          turns: int) -> tuple[GatewayProcess, GatewayProcess, Stream, Stream,
+                                               dict]:
+    """Gateways A and B on one Redis; a session opened on A (``turns`` turns spoken),
+    dropped, and resumed through B: (a, b, the first socket, the relayed one,
+    session.resumed)."""
     flags = ("--redis-url", redis_server.url, "--reaper-interval-s", REAPER)
     a = gateways(*flags).start()
     b = await start(gateways(*flags))
     s = await Stream.open(a.ws)
     await s.until_type("session.created")
     created = s.messages[0].event
-    sid = created["session"]["id"]
-    await turn_completes(s, turn=1)
+    for turn in range(1, turns + 1):
+        await turn_completes(s, turn=turn)
     s.ws.transport.abort()
     await s.wait_closed()
+    r, _, resumed = await resume(b.ws, created["session"]["id"], created["resume_token"],
+                                 max(seqs(s.messages)))
+    return a, b, s, r, resumed
 
-    r, _, resumed = await resume(b.ws, sid, created["resume_token"], max(seqs(s.messages)))
+
+async def test_when_the_owner_dies_under_a_relay_the_next_resume_takes_over(
+        redis_server: RedisServer, gateways: GatewayFactory) -> None:
+    a, b, s, r, resumed = await relayed_session(redis_server, gateways, turns=1)
+    sid = resumed["session"]["id"]
     start_at = len(r.messages)
     await r.send("session.update", session={"instructions": f"words={LONG}"})
     await r.speak(1.0)
@@ -146,16 +157,8 @@ async def test_when_the_owner_dies_under_a_relay_the_next_resume_takes_over(
 
 async def test_a_relaying_process_that_stops_leaves_the_session_detached_at_its_owner(
         redis_server: RedisServer, gateways: GatewayFactory) -> None:
-    flags = ("--redis-url", redis_server.url, "--reaper-interval-s", REAPER)
-    a = gateways(*flags).start()
-    b = await start(gateways(*flags))
-    s = await Stream.open(a.ws)
-    await s.until_type("session.created")
-    created = s.messages[0].event
-    sid = created["session"]["id"]
-    s.ws.transport.abort()
-    await s.wait_closed()
-    r, _, resumed = await resume(b.ws, sid, created["resume_token"], max(seqs(s.messages)))
+    a, b, s, r, resumed = await relayed_session(redis_server, gateways, turns=0)
+    sid = resumed["session"]["id"]
     await turn_completes(r, turn=1)
 
     await asyncio.to_thread(b.stop)  # SIGTERM to the relaying process only
