@@ -46,6 +46,8 @@ QUESTIONS = [
     "Where do penguins live?", "What do bees make?", "How are you today?",
     "What is the opposite of hot?", "Name a big animal.",
 ]
+# barge-ins need a reply still playing when the user cuts in: ask for a long one
+LONG_REPLY_QUESTION = "Tell me a long story about a dragon who lives in a castle."
 FRAME = 480  # 20 ms at 24 kHz
 
 
@@ -175,11 +177,12 @@ async def measure(plugin: str, turns: int, barges: int, levels: list[int]) -> di
             s, task = await connect(gw.ws)
             rows = [await one_turn(s, questions[i % len(questions)]) for i in range(turns)]
             interruption = speech("Stop, thank you.") if cascade else tone(0.8)
+            long_ask = speech(LONG_REPLY_QUESTION) if cascade else questions[0]
             barge: list[float] = []
             for _ in range(3 * barges):  # a short reply can end before the user cuts in
                 if len(barge) == barges:
                     break
-                ms = await barge_in(s, questions[0], interruption)
+                ms = await barge_in(s, long_ask, interruption)
                 if ms is not None:
                     barge.append(ms)
             await s.ws.close()
