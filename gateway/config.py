@@ -26,6 +26,7 @@ class GatewayConfig:
     port: int = 8000
     plugin: str = "cascade"
     redis_url: str | None = None
+    redis_replica_acks: int | None = None
     data_dir: Path = Path()
     api_key: str | None = None
     max_sessions: int = 64
@@ -46,6 +47,13 @@ class GatewayConfig:
     twilio_instructions: str | None = None
     advertise_url: str | None = None
 
+    @property
+    def replica_acks(self) -> int:
+        """Replicas each durable write waits for (``--redis-replica-acks``)."""
+        if self.redis_replica_acks is not None:
+            return self.redis_replica_acks
+        return 1 if (self.redis_url or "").startswith("redis+sentinel://") else 0
+
 
 # flag → (type, help); defaults come from GatewayConfig
 _FLAGS: dict[str, tuple[Any, str]] = {
@@ -53,8 +61,12 @@ _FLAGS: dict[str, tuple[Any, str]] = {
     "port": (int, "TCP port (0 picks a free one)"),
     "plugin": (str, "model plugin: cascade (the CPU voice agent), tone (synthetic, for "
                       "tests and load), or module:Class"),
-    "redis_url": (str, "Redis/Valkey URL (redis://, rediss://, unix://); "
+    "redis_url": (str, "Redis/Valkey URL (redis://, rediss://, unix://, or "
+                       "redis+sentinel://HOST:PORT,HOST:PORT.../MASTER to follow failovers); "
                        "unset: start an embedded Valkey under --data-dir"),
+    "redis_replica_acks": (int, "Redis replicas that must hold each lease grant, epoch bump "
+                                "and journaled event before it counts (WAIT); unset: 1 with "
+                                "redis+sentinel://, else 0"),
     "data_dir": (Path, "where the embedded Valkey keeps its socket and AOF"),
     "api_key": (str, "require this key (Authorization: Bearer, or the "
                      "openai-insecure-api-key.<key> WebSocket subprotocol)"),
@@ -119,4 +131,7 @@ def from_args(args: argparse.Namespace, environ: dict[str, str] | None = None) -
             values[f.name] = given
     if "data_dir" not in values:
         values["data_dir"] = default_data_dir()
-    return GatewayConfig(**values)
+    config = GatewayConfig(**values)
+    if config.redis_replica_acks is not None and config.redis_replica_acks < 0:
+        raise SystemExit("--redis-replica-acks must be >= 0")
+    return config

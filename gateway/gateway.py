@@ -82,7 +82,8 @@ class Gateway:
         self.metrics = Metrics()
         self.store = RedisSessionStore(connect(config.redis_url or "unix:///nonexistent",
                                                timeout_s=config.store_timeout_s),
-                                       timeout_s=config.store_timeout_s)
+                                       timeout_s=config.store_timeout_s,
+                                       replica_acks=config.replica_acks)
         self.plugin: DuplexModelPlugin | None = None
         self.orchestrator: DuplexOrchestrator | None = None
         self.engines: list[StageEngine] = []

@@ -107,3 +107,95 @@ class RedisServer:
     def close(self) -> None:
         self.kill()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _ask(port: int, *command: str) -> object:
+    """One command to 127.0.0.1:``port`` with a fresh sync client (None if it fails)."""
+    import redis
+
+    client = redis.Redis(port=port, socket_timeout=0.5, decode_responses=True)
+    try:
+        return client.execute_command(*command)
+    except redis.RedisError:
+        return None
+    finally:
+        client.close()
+
+
+class ReplicatedRedis:
+    """A primary, ``replicas`` replicas and one Sentinel (quorum 1) watching them as
+    ``master``, all real processes on loopback (research/redis.md §6.2)."""
+
+    def __init__(self, *, replicas: int = 2, master: str = "duplex") -> None:
+        fast = ("--repl-diskless-sync-delay", "0")  # replicas in sync at once
+        self.master = master
+        self.primary = RedisServer(extra=fast)
+        self.replicas = [RedisServer(extra=fast) for _ in range(replicas)]
+        self.sentinel_port = free_port()
+        self.sentinel_dir = Path(tempfile.mkdtemp(prefix="dg-sentinel-"))
+        self.sentinel: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis+sentinel://127.0.0.1:{self.sentinel_port}/{self.master}"
+
+    def start(self, timeout_s: float = 15.0) -> ReplicatedRedis:
+        self.primary.start()
+        for replica in self.replicas:
+            replica.extra += ["--replicaof", "127.0.0.1", str(self.primary.port)]
+            replica.start()
+        conf = self.sentinel_dir / "sentinel.conf"  # a Sentinel rewrites its own conf
+        conf.write_text("\n".join([
+            f"port {self.sentinel_port}", "bind 127.0.0.1", f"dir {self.sentinel_dir}",
+            f"sentinel monitor {self.master} 127.0.0.1 {self.primary.port} 1",
+            f"sentinel down-after-milliseconds {self.master} 500",
+            f"sentinel failover-timeout {self.master} 5000", ""]))
+        self.sentinel = subprocess.Popen(
+            [find_binary(), str(conf), "--sentinel"], stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent())
+        if not wait_until(lambda: self._replicas_seen() == len(self.replicas), timeout_s,
+                          every_s=0.05):
+            self.close()
+            raise RuntimeError("the Sentinel did not see every replica in sync")
+        return self
+
+    def _replicas_seen(self) -> int:
+        """Replicas the Sentinel knows that are linked to the primary it names."""
+        primary = self.primary_port()
+        found = _ask(self.sentinel_port, "SENTINEL", "REPLICAS", self.master)
+        if primary is None or not isinstance(found, list):
+            return 0
+        linked = 0
+        for entry in found:  # redis-py parses each into a dict
+            fields = entry if isinstance(entry, dict) else dict(
+                zip(entry[::2], entry[1::2], strict=True))
+            linked += (fields.get("master-link-status") == "ok"
+                       and fields.get("master-port") == str(primary))
+        return linked
+
+    def primary_port(self) -> int | None:
+        """The primary's port as the Sentinel names it now."""
+        addr = _ask(self.sentinel_port, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.master)
+        return int(addr[1]) if isinstance(addr, list) and len(addr) == 2 else None
+
+    def wait_failover(self, timeout_s: float = 15.0) -> RedisServer:
+        """After the primary died: the replica promoted in its place, once every other
+        replica follows it."""
+        old = self.primary.port
+
+        def done() -> bool:
+            port = self.primary_port()
+            return port not in (None, old) and self._replicas_seen() == len(self.replicas) - 1
+
+        if not wait_until(done, timeout_s, every_s=0.05):
+            raise RuntimeError(f"no failover within {timeout_s} s")
+        port = self.primary_port()
+        return next(r for r in self.replicas if r.port == port)
+
+    def close(self) -> None:
+        if self.sentinel is not None and self.sentinel.poll() is None:
+            self.sentinel.kill()
+            self.sentinel.wait()
+        for server in (self.primary, *self.replicas):
+            server.close()
+        shutil.rmtree(self.sentinel_dir, ignore_errors=True)

@@ -4,18 +4,25 @@
 §4), so a server restart would surface as an error on the first command. We pin
 RESP2 so reply shapes never change under us with a client upgrade, and bound
 every socket wait so a hung (SIGSTOPped) server is an error, not a hang.
+
+``redis+sentinel://HOST:PORT[,HOST:PORT…]/MASTER`` follows the primary that the
+Sentinels name for ``MASTER`` across failovers: each new connection asks them,
+and a connection that finds its server demoted reconnects.
 """
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+from typing import Any, cast
+from urllib.parse import unquote, urlsplit
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel
 from redis.backoff import ExponentialWithJitterBackoff
 
-SCHEMES = ("redis", "rediss", "unix")
+SCHEMES = ("redis", "rediss", "unix", "redis+sentinel")
 PROTOCOL = 2
+SENTINEL_PORT = 26379
 
 
 def connect(url: str, *, timeout_s: float = 2.0, retries: int = 3,
@@ -31,14 +38,48 @@ def connect(url: str, *, timeout_s: float = 2.0, retries: int = 3,
         raise ValueError(f"unsupported Redis URL scheme {scheme!r}; use one of {SCHEMES}")
     if timeout_s <= 0:
         raise ValueError("timeout_s must be > 0")
+    options: dict[str, Any] = {
+        "protocol": PROTOCOL,
+        "decode_responses": True,
+        "socket_timeout": timeout_s,
+        "socket_connect_timeout": timeout_s,
+        "retry": Retry(ExponentialWithJitterBackoff(base=0.02, cap=0.5), retries),
+    }
+    if scheme == "redis+sentinel":
+        return _via_sentinel(url, options, max_connections)
     pool = aioredis.BlockingConnectionPool.from_url(
-        url,
-        max_connections=max_connections,
-        timeout=timeout_s,
-        protocol=PROTOCOL,
-        decode_responses=True,
-        socket_timeout=timeout_s,
-        socket_connect_timeout=timeout_s,
-        retry=Retry(ExponentialWithJitterBackoff(base=0.02, cap=0.5), retries),
-    )
+        url, max_connections=max_connections, timeout=timeout_s, **options)
     return aioredis.Redis(connection_pool=pool)
+
+
+def sentinel_target(url: str) -> tuple[list[tuple[str, int]], str, str | None]:
+    """``redis+sentinel://[:PASSWORD@]H1:P1,H2:P2/MASTER`` → (sentinels, master,
+    the primary's password)."""
+    parts = urlsplit(url)
+    auth, _, hosts = parts.netloc.rpartition("@")
+    password = unquote(auth.partition(":")[2]) or None if auth else None
+    sentinels = []
+    for item in hosts.split(","):
+        item = item.strip()
+        host, _, port = (item.rpartition(":") if ":" in item and not item.endswith("]")
+                         else (item, "", ""))
+        if not host.strip():
+            raise ValueError(f"no Sentinel host in {item!r} of the Redis URL")
+        try:
+            sentinels.append((host.strip("[]"), int(port or SENTINEL_PORT)))
+        except ValueError:
+            raise ValueError(f"bad Sentinel port in {item!r} of the Redis URL") from None
+    master = parts.path.strip("/")
+    if not master:
+        raise ValueError("a redis+sentinel:// URL names its master: "
+                         "redis+sentinel://HOST:PORT/MASTER")
+    return sentinels, master, password
+
+
+def _via_sentinel(url: str, options: dict[str, Any], max_connections: int) -> aioredis.Redis:
+    sentinels, master, password = sentinel_target(url)
+    asked = {k: options[k] for k in ("protocol", "decode_responses", "socket_timeout",
+                                     "socket_connect_timeout")}
+    sentinel = Sentinel(sentinels, sentinel_kwargs=asked, **options)  # type: ignore[no-untyped-call]
+    client = sentinel.master_for(master, password=password, max_connections=max_connections)
+    return cast(aioredis.Redis, client)

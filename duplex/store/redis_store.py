@@ -13,6 +13,7 @@ from typing import Any, TypeVar, cast
 
 import redis.asyncio as aioredis
 from redis import exceptions as rx
+from redis.commands.core import AsyncScript
 
 from duplex.errors import InvalidRequest, StoreUnavailable
 from duplex.events import ServerEvent
@@ -53,9 +54,15 @@ class RedisSessionStore:
         *,
         timeout_s: float | None = 5.0,
         ended_ttl_s: float = 3600.0,
+        replica_acks: int = 0,
     ) -> None:
+        if replica_acks < 0:
+            raise ValueError("replica_acks must be >= 0")
         self._r = client
         self._timeout_s = timeout_s
+        self._replica_acks = replica_acks
+        # WAIT must answer well inside the operation's own timeout
+        self._wait_ms = max(1, int(1000 * (timeout_s or 5.0) / 2))
         self._ended_ttl_ms = int(ended_ttl_s * 1000)
         self._s = Scripts.register(client)
 
@@ -69,6 +76,25 @@ class RedisSessionStore:
             ) from exc
         except rx.RedisError as exc:
             raise domain_error(op, exc) from exc
+
+    async def _durable(self, op: str, script: AsyncScript, keys: list[str],
+                       args: list[Any]) -> Any:
+        """Run a script whose effect must outlive a failover (a lease grant, a
+        journaled event). With ``replica_acks``, WAIT on the same connection until
+        that many replicas hold it; fewer means not done, because asynchronous
+        replication loses acknowledged writes when the primary fails over
+        (research/redis.md §6.3: a fencing epoch went back from 11 to 10)."""
+        if not self._replica_acks:
+            return await self._run(op, script(keys=keys, args=args))
+        pipe = self._r.pipeline(transaction=False)
+        await script(keys=keys, args=args, client=pipe)
+        pipe.execute_command("WAIT", self._replica_acks, self._wait_ms)
+        result, acked = await self._run(op, pipe.execute())
+        if int(acked) < self._replica_acks:
+            raise StoreUnavailable(
+                f"{op} reached {acked} of {self._replica_acks} Redis replica(s) within "
+                f"{self._wait_ms} ms, so it does not count")
+        return result
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -87,11 +113,12 @@ class RedisSessionStore:
     ) -> SessionRecord:
         sid = keys.checked_id(session_id)
         owned = keys.owner_sessions(keys.checked_id(owner, "owner"))
-        flat: list[str] = await self._run("open_session", self._s.open(
+        flat: list[str] = await self._durable(
+            "open_session", self._s.open,
             keys=[keys.meta(sid), keys.LEASES, keys.EXPIRING, owned],
             args=[sid, owner, token_digest, config, codec.num(now), max_sessions,
                   max_sessions_per_owner, codec.opt_num(idle_ttl_s), codec.num(grace_s)],
-        ))
+        )
         return codec.record(sid, codec.pairs(flat))
 
     async def renew(self, session_id: str, owner: str, incarnation: int, now: float) -> None:
@@ -130,11 +157,11 @@ class RedisSessionStore:
         now: float,
     ) -> SessionRecord:
         sid = keys.checked_id(session_id)
-        flat: list[str] = await self._run("resume", self._s.resume(
-            keys=[keys.meta(sid), keys.LEASES],
+        flat: list[str] = await self._durable(
+            "resume", self._s.resume, keys=[keys.meta(sid), keys.LEASES],
             args=[sid, token_digest, expected_generation, new_token_digest, owner,
                   codec.num(now)],
-        ))
+        )
         return codec.record(sid, codec.pairs(flat))
 
     async def confirm_token(self, session_id: str, generation: int) -> bool:
@@ -152,10 +179,11 @@ class RedisSessionStore:
         """
         sid = keys.checked_id(session_id)
         owner = keys.checked_id(new_owner, "owner")
-        flat: list[str] = await self._run("take_over", self._s.take_over(
+        flat: list[str] = await self._durable(
+            "take_over", self._s.take_over,
             keys=[keys.meta(sid), keys.LEASES, keys.OWNERS, keys.owner_sessions(owner)],
             args=[sid, owner, codec.num(now), keys.OWNER_SESSIONS],
-        ))
+        )
         return codec.record(sid, codec.pairs(flat))
 
     async def set_config(
@@ -170,9 +198,9 @@ class RedisSessionStore:
         self, session_id: str, owner: str, incarnation: int, cancelled_epoch: int
     ) -> int:
         sid = keys.checked_id(session_id)
-        epoch: int = await self._run("bump_epoch", self._s.bump_epoch(
-            keys=[keys.meta(sid)], args=[owner, incarnation, cancelled_epoch]
-        ))
+        epoch: int = await self._durable(
+            "bump_epoch", self._s.bump_epoch, keys=[keys.meta(sid)],
+            args=[owner, incarnation, cancelled_epoch])
         return epoch
 
     async def get(self, session_id: str) -> SessionRecord | None:
@@ -294,9 +322,9 @@ class RedisSessionStore:
         ]
         for seq, event in events:
             args += [stream_id(seq), event]
-        last: int = await self._run("append_events", self._s.append_events(
-            keys=[keys.meta(sid), keys.journal(sid), keys.LEASES], args=args
-        ))
+        last: int = await self._durable(
+            "append_events", self._s.append_events,
+            keys=[keys.meta(sid), keys.journal(sid), keys.LEASES], args=list(args))
         return last
 
     async def read_journal(

@@ -12,6 +12,7 @@ from store_helpers import OWNER, open_session
 
 from duplex.errors import StoreUnavailable
 from duplex.store import RedisSessionStore, connect
+from duplex.store.client import sentinel_target
 
 
 @pytest.fixture
@@ -33,9 +34,32 @@ def test_connect_pins_retries_protocol_and_timeouts() -> None:
     assert kwargs["decode_responses"] is True
 
 
-@pytest.mark.parametrize("url", ["http://x", "localhost:6379", "redis+sentinel://x"])
+@pytest.mark.parametrize("url", ["http://x", "localhost:6379", "sentinel://x/m"])
 def test_connect_rejects_other_schemes(url: str) -> None:
     with pytest.raises(ValueError, match="scheme"):
+        connect(url)
+
+
+@pytest.mark.parametrize(("url", "sentinels", "master", "password"), [
+    ("redis+sentinel://h1:26380,h2/main", [("h1", 26380), ("h2", 26379)], "main", None),
+    ("redis+sentinel://:s%40cret@[::1]:5,[::2]/gw", [("::1", 5), ("::2", 26379)], "gw",
+     "s@cret"),
+])
+def test_sentinel_urls(url: str, sentinels: list[tuple[str, int]], master: str,
+                       password: str | None) -> None:
+    assert sentinel_target(url) == (sentinels, master, password)
+    client = connect(url, timeout_s=0.5)  # lazily: nothing is reached yet
+    kwargs = client.connection_pool.connection_kwargs
+    assert isinstance(kwargs["retry"], Retry) and kwargs["protocol"] == 2
+
+
+@pytest.mark.parametrize(("url", "why"), [
+    ("redis+sentinel://h1:26379", "names its master"),
+    ("redis+sentinel://h1:port/m", "bad Sentinel port"),
+    ("redis+sentinel://h1,:1/m", "no Sentinel host"),
+])
+def test_bad_sentinel_urls(url: str, why: str) -> None:
+    with pytest.raises(ValueError, match=why):
         connect(url)
 
 

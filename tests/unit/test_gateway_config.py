@@ -1,0 +1,37 @@
+"""Gateway flags: environment fallbacks and the derived defaults."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from gateway.config import GatewayConfig, add_serve_arguments, from_args
+
+
+def config_of(argv: list[str], env: dict[str, str] | None = None) -> GatewayConfig:
+    parser = argparse.ArgumentParser()
+    add_serve_arguments(parser)
+    return from_args(parser.parse_args(argv), env or {})
+
+
+@pytest.mark.parametrize(("argv", "env", "acks"), [
+    ([], {}, 0),  # the embedded Valkey has no replicas
+    (["--redis-url", "redis://h:6379"], {}, 0),
+    (["--redis-url", "redis+sentinel://h:26379/gw"], {}, 1),  # behind Sentinel: wait for one
+    (["--redis-url", "redis+sentinel://h:26379/gw", "--redis-replica-acks", "0"], {}, 0),
+    ([], {"REDIS_URL": "redis+sentinel://h/gw", "DUPLEX_GATEWAY_REDIS_REPLICA_ACKS": "2"}, 2),
+])
+def test_replica_acks_default_to_one_behind_sentinel(argv: list[str], env: dict[str, str],
+                                                     acks: int) -> None:
+    assert config_of(argv, env).replica_acks == acks
+
+
+def test_negative_replica_acks_are_refused() -> None:
+    with pytest.raises(SystemExit, match="redis-replica-acks"):
+        config_of(["--redis-replica-acks", "-1"])
+
+
+def test_a_bad_env_value_names_its_variable() -> None:
+    with pytest.raises(SystemExit, match="DUPLEX_GATEWAY_PORT"):
+        config_of([], {"DUPLEX_GATEWAY_PORT": "eighty"})
