@@ -126,3 +126,19 @@ async def test_hung_server_fails_on_client_timeouts_alone(redis_server: RedisSer
     finally:
         redis_server.resume()
         await store.close()
+
+
+async def test_a_write_no_replica_acknowledged_does_not_count(
+        redis_server: RedisServer) -> None:
+    # a lone server has no replica: WAIT answers 0 after its deadline
+    store = RedisSessionStore(connect(redis_server.url, timeout_s=0.4), timeout_s=0.4,
+                              replica_acks=1)
+    try:
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable, match="0 of 1 Redis replica"):
+            await open_session(store)
+        assert time.monotonic() - started < 0.4  # WAIT gave up inside the op's deadline
+        with pytest.raises(ValueError):
+            RedisSessionStore(connect(redis_server.url), replica_acks=-1)
+    finally:
+        await store.close()
