@@ -64,7 +64,10 @@ async def open_to_owner(address: str, session_id: str, *, relayed_by: str,
 
 async def relay(client: WebSocket, owner: ClientConnection, first_message: str) -> None:
     """Pass frames both ways until one side closes; then close the other alike."""
-    await owner.send(first_message)
+    try:
+        await owner.send(first_message)
+    except ConnectionClosed:
+        pass  # the owner's close reaches the client through the pump below
     up = asyncio.create_task(_client_to_owner(client, owner))
     down = asyncio.create_task(_owner_to_client(owner, client))
     try:
