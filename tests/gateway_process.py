@@ -78,6 +78,20 @@ class GatewayProcess:
 
 
 @contextlib.contextmanager
+def running_tone(data_dir: Path, *args: str,
+                 env: dict[str, str] | None = None) -> Iterator[GatewayProcess]:
+    """A ready gateway on the tone plugin, reply audio 300 ms ahead, plus ``args``
+    (a flag given again wins); stopped afterwards."""
+    proc = GatewayProcess(data_dir, args=["--plugin", "tone", "--output-lead-ms", "300",
+                                          *args], env=env)
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@contextlib.contextmanager
 def running_cascade(data_dir: Path) -> Iterator[GatewayProcess]:
     """A gateway on the cascade plugin, offline, ready (models warm: up to minutes)."""
     proc = GatewayProcess(data_dir, args=["--plugin", "cascade"],

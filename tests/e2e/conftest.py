@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import pytest
 from client import RealtimeClient
-from gateway_process import GatewayProcess
+from gateway_process import GatewayProcess, running_tone
 
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    proc = GatewayProcess(Path(tmp_path_factory.mktemp("gateway")),
-                          args=["--plugin", "tone", "--output-lead-ms", "300"]).start()
-    try:
+    with running_tone(tmp_path_factory.mktemp("gateway")) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ import asyncio
 import random
 import time
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,45 +30,33 @@ from client import (
     still_works,
     valkey,
 )
-from gateway_process import GatewayProcess
+from gateway_process import GatewayProcess, running_tone
 from websockets.exceptions import ConnectionClosed
 
 GRACE_S = 1.0
 REAPER_S = 0.2
-
-
-def start(tmp: pytest.TempPathFactory, name: str, *args: str) -> GatewayProcess:
-    return GatewayProcess(Path(tmp.mktemp(name)), args=[
-        "--plugin", "tone", "--output-lead-ms", "300",
-        "--reaper-interval-s", str(REAPER_S), *args]).start()
+REAPER = ("--reaper-interval-s", str(REAPER_S))
 
 
 @pytest.fixture(scope="module")
 def short_grace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    proc = start(tmp_path_factory, "short_grace", "--disconnect-grace-s", str(GRACE_S))
-    try:
+    with running_tone(tmp_path_factory.mktemp("short_grace"), *REAPER,
+                      "--disconnect-grace-s", str(GRACE_S)) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture(scope="module")
 def short_idle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    proc = start(tmp_path_factory, "short_idle", "--idle-ttl-s", "1")
-    try:
+    with running_tone(tmp_path_factory.mktemp("short_idle"), *REAPER,
+                      "--idle-ttl-s", "1") as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture(scope="module")
 def one_slot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    proc = start(tmp_path_factory, "one_slot", "--max-sessions", "1",
-                 "--disconnect-grace-s", str(GRACE_S))
-    try:
+    with running_tone(tmp_path_factory.mktemp("one_slot"), *REAPER, "--max-sessions", "1",
+                      "--disconnect-grace-s", str(GRACE_S)) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ from client import (
     still_works,
     tone,
 )
-from gateway_process import REPO, GatewayProcess
+from gateway_process import REPO, GatewayProcess, running_tone
 from prometheus_client.parser import text_string_to_metric_families
 
 from duplex.store.embedded import accepts
@@ -39,29 +39,18 @@ from plugins.tone import decode_turn
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
-def start(tmp: pytest.TempPathFactory, name: str, *args: str,
-          env: dict[str, str] | None = None) -> GatewayProcess:
-    return GatewayProcess(Path(tmp.mktemp(name)), env=env,
-                          args=["--plugin", "tone", "--output-lead-ms", "300", *args]).start()
-
-
 @pytest.fixture(scope="module")
 def capped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
     """At most one open session, configured through the environment only."""
-    proc = start(tmp_path_factory, "capped", env={ENV_PREFIX + "MAX_SESSIONS": "1"})
-    try:
+    with running_tone(tmp_path_factory.mktemp("capped"),
+                      env={ENV_PREFIX + "MAX_SESSIONS": "1"}) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture(scope="module")
 def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    proc = start(tmp_path_factory, "keyed", "--api-key", "secret")
-    try:
+    with running_tone(tmp_path_factory.mktemp("keyed"), "--api-key", "secret") as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ import asyncio
 import os
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,14 +28,10 @@ from client import (
     still_works,
     valkey,
 )
-from gateway_process import GatewayProcess
+from gateway_process import GatewayProcess, running_tone
 from websockets.exceptions import ConnectionClosed
 
 from plugins.tone.reply import number_word
-
-
-def start(tmp: pytest.TempPathFactory, name: str, *args: str) -> GatewayProcess:
-    return GatewayProcess(Path(tmp.mktemp(name)), args=["--plugin", "tone", *args]).start()
 
 
 @pytest.fixture(scope="module")
@@ -44,21 +39,15 @@ def streamer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProces
     """Reply audio may run 40 s ahead of real time: of a 404-word reply (80.8 s,
     ~810 events) the first ~400 events are journaled at once, the rest stream live
     at ~10 events/s, so the cycles drain a backlog first and then race live output."""
-    proc = start(tmp_path_factory, "streamer", "--output-lead-ms", "40000")
-    try:
+    with running_tone(tmp_path_factory.mktemp("streamer"), "--output-lead-ms", "40000") as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture(scope="module")
 def small_journal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    proc = start(tmp_path_factory, "small_journal", "--output-lead-ms", "300",
-                 "--resume-replay-max-bytes", "20000")
-    try:
+    with running_tone(tmp_path_factory.mktemp("small_journal"),
+                      "--resume-replay-max-bytes", "20000") as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture
