@@ -34,7 +34,8 @@ async def readyz(request: Request) -> Response:
     if why:
         return JSONResponse({"ready": False, "reason": why}, status_code=503)
     return JSONResponse({"ready": True, "plugin": gateway.config.plugin,
-                         "sessions": len(gateway.runners), "owner": gateway.owner})
+                         "sessions": len(gateway.runners), "owner": gateway.owner,
+                         "advertised": gateway.config.advertise_url})
 
 
 async def metrics(request: Request) -> Response:

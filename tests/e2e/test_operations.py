@@ -90,13 +90,15 @@ async def test_healthz(http: httpx.AsyncClient) -> None:
     assert response.json() == {"status": "ok"}
 
 
-async def test_readyz(http: httpx.AsyncClient) -> None:
+async def test_readyz(gateway: GatewayProcess, http: httpx.AsyncClient) -> None:
     response = await http.get("/readyz")
     assert response.status_code == 200
     body = response.json()
     assert body["ready"] is True
     assert body["plugin"] == "tone"
     assert isinstance(body["sessions"], int)
+    # where the other gateways reach this one: its listening address (--port 0 here)
+    assert body["advertised"] == gateway.ws.removesuffix("/v1/realtime")
 
 
 async def test_metrics_follow_sessions_events_and_errors(gateway: GatewayProcess,
