@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -28,10 +28,9 @@ from client import (
     still_works,
     valkey,
 )
+from disconnects import Churn, assert_counts_up, seqs_of, spoken_words
 from gateway_process import GatewayProcess, running_tone
 from websockets.exceptions import ConnectionClosed
-
-from plugins.tone.reply import number_word
 
 
 @pytest.fixture(scope="module")
@@ -86,140 +85,28 @@ async def probe(c: RealtimeClient) -> dict[str, Any]:
     return await c.until("conversation.item.done")
 
 
-def seqs_of(events: list[dict[str, Any]]) -> list[int]:
-    return [e["server_event_seq"] for e in events if "server_event_seq" in e]
-
-
-def spoken_words(events: list[dict[str, Any]], response_id: str) -> list[str]:
-    text = "".join(e["delta"] for e in events
-                   if e["type"] == "response.output_audio_transcript.delta"
-                   and e["response_id"] == response_id)
-    return text.split()
-
-
-def assert_counts_up(words: list[str]) -> None:
-    """The tone plugin says ``answer to turn N: one two three …``: any lost,
-    repeated or reordered delta breaks the count."""
-    assert words[:3] == ["answer", "to", "turn"], words[:8]
-    assert words[4:] == [number_word(i) for i in range(1, len(words) - 3)], words
-
-
 # -- 50 random disconnects ----------------------------------------------------------
 
 SEED = int(os.environ.get("DG_RESUME_SEED") or "20250607")  # override to explore
 CYCLES = 50
 
 
-async def read_some(c: RealtimeClient, want: int, abort_after: float | None,
-                    on_done: Callable[[RealtimeClient, dict[str, Any]], Awaitable[None]],
-                    ) -> None:
-    """Read up to ``want`` events; with ``abort_after``, the socket is aborted that
-    many seconds in, possibly while a read is pending. ``on_done`` sees each
-    ``response.done`` and may read on (it keeps a reply streaming)."""
-    loop = asyncio.get_running_loop()
-    timer = (loop.call_later(abort_after, c.ws.transport.abort)
-             if abort_after is not None else None)
-    try:
-        for _ in range(want):
-            try:
-                event = await c.recv(20)
-            except ConnectionClosed:
-                return
-            if event["type"] == "response.done":
-                if timer is not None:
-                    timer.cancel()
-                    timer = None
-                await on_done(c, event)
-    finally:
-        if timer is not None:
-            timer.cancel()
-
-
 async def test_fifty_random_disconnects_lose_and_duplicate_nothing(
         streamer: GatewayProcess) -> None:
-    rng = random.Random(SEED)
-    c = await RealtimeClient.connect(streamer.ws)
-    created = await c.recv()
-    sid, token = created["session"]["id"], created["resume_token"]
-    sockets: list[tuple[int, RealtimeClient]] = [(0, c)]  # (cursor it resumed from, client)
-    await c.send("session.update", session={"instructions": "words=400"})
-    await c.send("response.create")
-    await c.until("response.created")
-    long_replies: list[str] = []
-
-    async def keep_streaming(c: RealtimeClient, done: dict[str, Any]) -> None:
-        # Should the reply end before the cycles do, start the next one before any
-        # abort can lose the request.
-        long_replies.append(done["response"]["id"])
-        await c.send("response.create")
-        await c.until("response.created")
-
-    generation = 1
-    for cycle in range(CYCLES):
-        want = rng.randint(0, 30)
-        # live events come every ~0.1 s: an abort within the read's span often lands
-        # while a recv is pending (and in the backlog, after the reads)
-        abort_after = rng.uniform(0.0, 0.1 * want + 0.02) if rng.random() < 0.4 else None
-        await read_some(c, want, abort_after, keep_streaming)
-        c.ws.transport.abort()  # no close frame: the server detaches the session
-        cursor = max(last_seq(s.events) for _, s in sockets)
-        c, resumed = await resumed_on(streamer.ws, sid, token, cursor)
-        sockets.append((cursor, c))
-        generation += 1
-        assert resumed["attachment_generation"] == generation, (cycle, resumed)
-        assert resumed["resume_token"] != token
-        assert resumed["last_server_event_seq"] >= cursor
-        assert resumed["replay_count"] == resumed["last_server_event_seq"] - cursor
-        token = resumed["resume_token"]
-
-    # After the last resume the session carries on: end the long reply, then a new
-    # turn gets a completed response.
-    everything = [e for _, s in sockets for e in s.events]
-    current = [e for e in everything if e["type"] == "response.created"][-1]["response"]["id"]
-    late_cancel: list[dict[str, Any]] = []
-    if not [e for e in everything if e["type"] == "response.done"
-            and e["response"]["id"] == current]:
-        await c.send("response.cancel", event_id="evt_cancel")
-        done = await c.until("response.done", timeout=20)
-        assert done["response"]["id"] == current
-        assert done["response"]["status"] in ("cancelled", "completed")
-        if done["response"]["status"] == "completed":  # it ended just before the cancel
-            late_cancel = [await expect_error(c, "response_cancel_not_active")]
-    await c.send("session.update", session={"instructions": "words=5"})
-    await c.send("response.create")
-    done = await c.until("response.done", timeout=20)
-    assert done["response"]["id"] != current
-    assert done["response"]["status"] == "completed"
-    assert spoken_words(c.events, done["response"]["id"])[4:] == [
-        "one", "two", "three", "four", "five"]
-
-    # Per socket: increasing, gapless, and starting right after its cursor.
-    every: list[int] = []
-    for n, (cursor, s) in enumerate(sockets):
-        seqs = seqs_of(s.events)
-        every += seqs
-        assert seqs == list(range(cursor + 1, cursor + 1 + len(seqs))), (n, cursor, seqs)
-        bare = {e["type"] for e in s.events if "server_event_seq" not in e}
-        assert bare <= ({"session.resumed"} if n else set()), (n, bare)
-        errors = [e for e in s.events if e["type"] == "error" and e not in late_cancel]
-        assert not errors, (n, errors)
-    # Across sockets: every seq 1..N exactly once.
-    assert len(every) == len(set(every))
-    assert sorted(every) == list(range(1, len(every) + 1))
-    assert len(sockets) == CYCLES + 1
-    # The long replies' words arrived each exactly once, in order, across 51 sockets.
-    everything = [e for _, s in sockets for e in s.events]
-    for response_id in [*long_replies, current]:
-        assert_counts_up(spoken_words(everything, response_id))
+    churn = await Churn.start(streamer.ws)
+    await churn.cycles(CYCLES, random.Random(SEED), lambda: streamer.ws)
+    await churn.finish_and_check()
+    assert len(churn.sockets) == CYCLES + 1
     # The last attachment is the live one: no stale detach put it into grace (R15).
     r = valkey(streamer.data_dir)
     try:
-        m = await meta(r, sid)
+        m = await meta(r, churn.sid)
     finally:
         await r.aclose()
-    assert (m["state"], int(m["generation"]), m["detached_at"]) == ("open", generation, "")
-    await c.send("session.close")
-    await c.until("session.closed")
+    assert (m["state"], int(m["generation"]), m["detached_at"]) == (
+        "open", churn.generation, "")
+    await churn.client.send("session.close")
+    await churn.client.until("session.closed")
 
 
 # -- session.resumed and replay --------------------------------------------------------

@@ -11,10 +11,12 @@ takes the session over.
 from __future__ import annotations
 
 import asyncio
+import random
 
 import httpx
 import redis.asyncio as aioredis
 from client import eventually
+from disconnects import Churn
 from fault_helpers import (
     GatewayFactory,
     Stream,
@@ -174,3 +176,31 @@ async def test_a_relaying_process_that_stops_leaves_the_session_detached_at_its_
     await turn_completes(again, turn=2)
     assert_ordered_exactly_once(s.messages + r.messages + again.messages)
     await again.close()
+
+
+async def test_thirty_resumes_on_random_processes_lose_and_duplicate_nothing(
+        redis_server: RedisServer, gateways: GatewayFactory) -> None:
+    """The promise end to end: a long reply streams while the client drops and
+    resumes 30 times, each time on whichever of three gateways the dice pick; every
+    event arrives exactly once, in order, and the owner never changes."""
+    flags = ("--redis-url", redis_server.url, "--output-lead-ms", "40000")
+    three = [gateways(*flags).start(), await start(gateways(*flags)),
+             await start(gateways(*flags))]
+    rng = random.Random(20261129)
+    landed: list[int] = []
+
+    def pick() -> str:
+        landed.append(rng.randrange(3))
+        return three[landed[-1]].ws
+
+    churn = await Churn.start(three[0].ws)
+    await churn.cycles(30, rng, pick)
+    await churn.finish_and_check()
+    m = await meta(redis_server.url, churn.sid)
+    assert (m["owner"], m["incarnation"]) == (await owner_of(three[0]), "1")
+    # every resume was served by the owner; those that landed elsewhere, relayed there
+    assert await metric(three[0], "duplex_sessions_resumed_total") == 30
+    for i in (1, 2):
+        assert await metric(three[i], "duplex_resumes_relayed_total") == landed.count(i)
+    assert landed.count(0) < 30  # the dice did send some elsewhere
+    await churn.client.close()
