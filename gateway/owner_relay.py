@@ -1,5 +1,8 @@
 """A resume served through the session's live owner on another process (DESIGN §8).
 
+Both socket protocols use it: ``/v1/realtime`` resumes and a Twilio call's second
+media stream.
+
 Behind a load balancer a resume can reach any gateway process. When the session's
 owner is another process that is alive, taking the session over would throw away
 what only the owner has: the models' state and the reply in flight. So this
@@ -17,11 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from urllib.parse import urlencode
+from collections.abc import Sequence
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+
+from gateway.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -39,33 +44,36 @@ def _sendable(code: int) -> int:
         or 3000 <= code <= 4999 else 1001
 
 
-async def open_to_owner(address: str, session_id: str, *, relayed_by: str,
-                        api_key: str | None, beta: bool,
-                        resumable: str | None) -> ClientConnection | None:
-    """A socket to the owner's ``/v1/realtime?resume=``; None when it can't be reached."""
-    query = {"resume": session_id}
-    if resumable is not None:
-        query["resumable"] = resumable
-    headers = {RELAYED_BY_HEADER: relayed_by}
-    if api_key is not None:
-        headers["Authorization"] = f"Bearer {api_key}"
-    if beta:
-        headers["OpenAI-Beta"] = "realtime=v1"
-    url = f"{address.rstrip('/')}/v1/realtime?{urlencode(query)}"
+async def open_to_owner(url: str, session_id: str, *, relayed_by: str,
+                        headers: dict[str, str]) -> ClientConnection | None:
+    """A socket to ``url`` on the owner, as ``relayed_by``; None when it can't be
+    reached."""
     try:
         # the owner bounds what clients send; what it sends back is trusted
-        return await connect(url, additional_headers=headers, open_timeout=CONNECT_TIMEOUT_S,
-                             max_size=None, compression=None)
+        return await connect(url, additional_headers={RELAYED_BY_HEADER: relayed_by, **headers},
+                             open_timeout=CONNECT_TIMEOUT_S, max_size=None, compression=None)
     except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
-        log.warning("session %s: owner at %s unreachable (%s); serving the resume here",
-                    session_id, address, exc)
+        log.warning("session %s: owner at %s unreachable (%s); serving it here",
+                    session_id, url.partition("?")[0], exc)
         return None
 
 
-async def relay(client: WebSocket, owner: ClientConnection, first_message: str) -> None:
-    """Pass frames both ways until one side closes; then close the other alike."""
+async def relay(client: WebSocket, owner: ClientConnection, first: Sequence[str],
+                metrics: Metrics) -> None:
+    """Send the ``first`` messages the client sent (already read here), then pass
+    frames both ways until one side closes; then close the other alike."""
+    metrics.resumes_relayed.inc()
+    metrics.relays.inc()
     try:
-        await owner.send(first_message)
+        await _relay(client, owner, first)
+    finally:
+        metrics.relays.dec()
+
+
+async def _relay(client: WebSocket, owner: ClientConnection, first: Sequence[str]) -> None:
+    try:
+        for message in first:
+            await owner.send(message)
     except ConnectionClosed:
         pass  # the owner's close reaches the client through the pump below
     up = asyncio.create_task(_client_to_owner(client, owner))

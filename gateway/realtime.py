@@ -23,6 +23,7 @@ import hmac
 import json
 import logging
 from typing import TYPE_CHECKING
+from urllib.parse import urlencode
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
@@ -214,17 +215,18 @@ async def _relayed_to_owner(ws: WebSocket, gateway: Gateway, sid: str, first: st
     address = await gateway.owner_elsewhere(sid)
     if address is None:
         return False
+    query = {"resume": sid}
+    if "resumable" in ws.query_params:
+        query["resumable"] = ws.query_params["resumable"]
+    headers = {"OpenAI-Beta": "realtime=v1"} if beta else {}
+    if gateway.config.api_key is not None:
+        headers["Authorization"] = f"Bearer {gateway.config.api_key}"
     owner = await owner_relay.open_to_owner(
-        address, sid, relayed_by=gateway.owner, api_key=gateway.config.api_key, beta=beta,
-        resumable=ws.query_params.get("resumable"))
+        f"{address.rstrip('/')}/v1/realtime?{urlencode(query)}", sid,
+        relayed_by=gateway.owner, headers=headers)
     if owner is None:
         return False
-    gateway.metrics.resumes_relayed.inc()
-    gateway.metrics.relays.inc()
-    try:
-        await owner_relay.relay(ws, owner, first)
-    finally:
-        gateway.metrics.relays.dec()
+    await owner_relay.relay(ws, owner, [first], gateway.metrics)
     return True
 
 
