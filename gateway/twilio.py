@@ -34,9 +34,16 @@ from duplex import commands as c
 from duplex.errors import CapacityError, DuplexError
 from duplex.store.client import connect
 from gateway.config import GatewayConfig
+from gateway.owner_relay import RELAYED_BY_HEADER, open_to_owner, relay
 from gateway.telephony.attachment import TwilioAttachment, submit
 from gateway.telephony.calls import Binding, CallRegistry
-from gateway.telephony.security import mint_stream_token, signature_ok, stream_token_ok
+from gateway.telephony.security import (
+    mint_stream_token,
+    relay_proof,
+    relay_proof_ok,
+    signature_ok,
+    stream_token_ok,
+)
 
 if TYPE_CHECKING:
     from gateway.gateway import Gateway
@@ -44,6 +51,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STREAM_PATH = "/v1/twilio/media-stream"
+RELAY_PROOF_HEADER = "x-duplex-relay-proof"
 TOKEN_TTL_S = 600  # a stream (or a duplicate one) connects right after the webhook
 START_TIMEOUT_S = 10.0
 TOUCH_EVERY_S = 30.0
@@ -129,22 +137,25 @@ async def media_stream_endpoint(ws: WebSocket) -> None:
     auth = bridge.config.twilio_auth_token
     if auth is not None:
         url = bridge.stream_url("wss" if ws.url.scheme == "wss" else "ws", ws.url.netloc)
-        if not signature_ok(auth, url, (), ws.headers.get("x-twilio-signature")):
+        if not (signature_ok(auth, url, (), ws.headers.get("x-twilio-signature"))
+                or relay_proof_ok(bridge.secret, ws.headers.get(RELAYED_BY_HEADER),
+                                  ws.headers.get(RELAY_PROOF_HEADER))):
             log.warning("twilio media stream refused: bad or missing X-Twilio-Signature "
                         "for %s", url)
             await ws.close(1008, "invalid signature")
             return
-    start = await _await_start(ws)
-    if start is None:
+    started = await _await_start(ws)
+    if started is None:
         return
+    start, first = started
     why = await gateway.readiness(fresh=False)
     if why:
         log.warning("twilio media stream refused: the gateway is not ready: %s", why)
         await ws.close(1013, "not ready")
         return
-    attachment = await _bind(ws, gateway, bridge, start)
+    attachment = await _bind(ws, gateway, bridge, start, first)
     if attachment is None:
-        return
+        return  # refused, or served through the session's owner
     async with asyncio.TaskGroup() as tg:
         reader = tg.create_task(_read(ws, attachment, bridge))
         await attachment.ended.wait()
@@ -171,10 +182,12 @@ def _parse(text: str | None) -> dict[str, Any] | None:
     return msg
 
 
-async def _await_start(ws: WebSocket) -> _Start | None:
-    """Read up to ``start`` and check it (token, media format); None when refused."""
+async def _await_start(ws: WebSocket) -> tuple[_Start, list[str]] | None:
+    """Read up to ``start`` and check it (token, media format); None when refused.
+    Also returns the messages read, as sent (a relay passes them on)."""
     bridge: TwilioBridge = ws.app.state.twilio
     deadline = time.monotonic() + START_TIMEOUT_S
+    read: list[str] = []
     while True:
         try:
             raw = await asyncio.wait_for(ws.receive(), max(0.01, deadline - time.monotonic()))
@@ -183,12 +196,13 @@ async def _await_start(ws: WebSocket) -> _Start | None:
             return None
         if raw["type"] == "websocket.disconnect":
             return None
+        read.append(raw.get("text") or "")
         msg = _parse(raw.get("text"))
         if msg is None or msg["event"] != "start":
             continue  # "connected", or junk before start
         refusal, start = _check_start(msg, bridge.secret)
         if start is not None:
-            return start
+            return start, read
         log.warning("twilio media stream refused: %s", refusal)
         await ws.close(1008, refusal)
         return None
@@ -215,11 +229,15 @@ def _check_start(msg: dict[str, Any], secret: bytes) -> tuple[str, _Start | None
     return "", _Start(stream_sid, call_sid, instructions)
 
 
-async def _bind(ws: WebSocket, gateway: Gateway, bridge: TwilioBridge,
-                start: _Start) -> TwilioAttachment | None:
-    """Resume the call's session if it has one, else open one; attach this socket."""
+async def _bind(ws: WebSocket, gateway: Gateway, bridge: TwilioBridge, start: _Start,
+                first: list[str]) -> TwilioAttachment | None:
+    """Resume the call's session if it has one, else open one; attach this socket.
+    None when refused, or once served through the session's owner elsewhere."""
     try:
         binding = await bridge.registry.get(start.call_sid)
+        if binding is not None and await _relayed_to_owner(ws, gateway, bridge,
+                                                           binding.session_id, first):
+            return None
         if binding is not None:
             attachment = await _resume(ws, gateway, bridge, start, binding)
             if attachment is not None:
@@ -229,6 +247,24 @@ async def _bind(ws: WebSocket, gateway: Gateway, bridge: TwilioBridge,
         log.warning("call %s: no session: %s", start.call_sid, exc.message)
         await ws.close(1013 if isinstance(exc, CapacityError) else 1011, exc.code)
         return None
+
+
+async def _relayed_to_owner(ws: WebSocket, gateway: Gateway, bridge: TwilioBridge,
+                            sid: str, first: list[str]) -> bool:
+    """A second stream of a call whose session lives on another process: relay it
+    there (``gateway.owner_relay``) rather than fork or take the call over."""
+    if RELAYED_BY_HEADER in ws.headers:
+        return False  # relayed here already: never twice
+    address = await gateway.owner_elsewhere(sid)
+    if address is None:
+        return False
+    headers = {RELAY_PROOF_HEADER: relay_proof(bridge.secret, gateway.owner)}
+    owner = await open_to_owner(f"{address.rstrip('/')}{STREAM_PATH}", sid,
+                                relayed_by=gateway.owner, headers=headers)
+    if owner is None:
+        return False
+    await relay(ws, owner, first, gateway.metrics)
+    return True
 
 
 async def _open(ws: WebSocket, gateway: Gateway, bridge: TwilioBridge,

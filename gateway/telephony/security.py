@@ -51,3 +51,16 @@ def stream_token_ok(secret: bytes, token: object, call_sid: str, instructions: s
         return False
     expected = _token_mac(secret, call_sid, int(expires_s), instructions)
     return hmac.compare_digest(expected.encode(), mac.encode())
+
+
+def relay_proof(secret: bytes, relayed_by: str) -> str:
+    """What a gateway relaying a call's media stream to the session's owner shows in
+    place of Twilio's signature, which covers the URL Twilio dialed, not the owner's.
+    Only processes that share the Twilio auth token (hence ``secret``) can make it."""
+    return hmac.new(secret, f"relay\n{relayed_by}".encode(), hashlib.sha256).hexdigest()
+
+
+def relay_proof_ok(secret: bytes, relayed_by: str | None, offered: str | None) -> bool:
+    if not relayed_by or not offered:
+        return False
+    return hmac.compare_digest(relay_proof(secret, relayed_by).encode(), offered.encode())

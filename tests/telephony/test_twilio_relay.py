@@ -1,0 +1,111 @@
+"""A call's second media stream that reaches another gateway process is relayed to
+the process owning the call's session (DESIGN §7–8): the conversation goes on, no
+takeover, no fork. Two signed gateways share one Redis and one Twilio auth token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import websockets
+from gateway_process import GatewayProcess
+from redis_server import RedisServer
+from twilio_emulator import Emulator, mark_ms, new_sid, parse_twiml, ulaw_silence, ulaw_tone
+from twilio_helpers import AUTH_TOKEN, Peek
+
+from gateway.telephony.security import twilio_signature
+from plugins.tone import decode_turn
+
+WORD_MS = 200
+WORDS = 3
+
+
+@pytest.fixture
+def pair(tmp_path: Path, redis: RedisServer) -> Iterator[tuple[GatewayProcess, GatewayProcess]]:
+    made = [GatewayProcess(tmp_path / name, args=[
+        "--plugin", "tone", "--output-lead-ms", "300", "--redis-url", redis.url,
+        "--twilio-auth-token", AUTH_TOKEN]) for name in ("a", "b")]
+    try:
+        for gw in made:
+            gw.start()
+        yield made[0], made[1]
+    finally:
+        for gw in made:
+            gw.stop()
+
+
+def signed(url: str, params: dict[str, str] | None = None) -> dict[str, str]:
+    return {"X-Twilio-Signature": twilio_signature(AUTH_TOKEN, url, (params or {}).items())}
+
+
+async def dial_on(gw: GatewayProcess, call_sid: str) -> tuple[Emulator, object]:
+    """Twilio's webhook to ``gw``, then the stream its TwiML names (on ``gw`` too)."""
+    form = {"CallSid": call_sid, "AccountSid": "AC" + "0" * 32, "From": "+15550001111",
+            "To": "+15550002222", "CallStatus": "ringing"}
+    url = f"{gw.http}/v1/twilio/voice?instructions=words%3D{WORDS}"
+    async with httpx.AsyncClient() as http:
+        resp = await http.post(url, data=form, headers=signed(url, form))
+    assert resp.status_code == 200, resp.text
+    twiml = parse_twiml(resp.text)
+    return await Emulator.dial(twiml, call_sid, headers=signed(twiml.stream_url)), twiml
+
+
+async def one_turn(em: Emulator, turn: int) -> None:
+    await em.speak(ulaw_tone(1.0) + ulaw_silence(0.8))
+    await em.until(lambda: len(em.response_ids()) >= 1)
+    rid = em.response_ids()[0]
+    await em.until(lambda: any(mark_ms(n) >= (4 + WORDS) * WORD_MS - 1
+                               for n in em.played_marks if n.startswith(rid + ":")))
+    assert decode_turn(em.pcm(), 8000) == turn
+
+
+async def owner_of(gw: GatewayProcess) -> str:
+    async with httpx.AsyncClient(timeout=5.0) as http:
+        return str((await http.get(f"{gw.http}/readyz")).json()["owner"])
+
+
+async def relayed_count(gw: GatewayProcess) -> float:
+    async with httpx.AsyncClient(timeout=5.0) as http:
+        text = (await http.get(f"{gw.http}/metrics")).text
+    return sum(float(line.split()[-1]) for line in text.splitlines()
+               if line.startswith("duplex_resumes_relayed_total "))
+
+
+async def test_a_second_stream_on_another_process_reaches_the_call_s_session(
+        pair: tuple[GatewayProcess, GatewayProcess], peek: Peek) -> None:
+    a, b = pair
+    call_sid = new_sid("CA")
+    first, twiml = await dial_on(a, call_sid)
+    second: Emulator | None = None
+    try:
+        await one_turn(first, 1)
+        sid = await peek.session_of(call_sid)
+        # the same call's next stream lands on B (a load balancer's choice)
+        on_b = f"ws://{b.address}/v1/twilio/media-stream"
+        second = await Emulator.dial(twiml, call_sid, ws_url=on_b, headers=signed(on_b))
+        await asyncio.wait_for(first.ws.wait_closed(), 10)
+        assert first.ws.close_code == 4000  # replaced by its owner, A
+        await one_turn(second, 2)  # the same conversation goes on
+        assert await peek.session_of(call_sid) == sid
+        meta = await peek.raw.hgetall(f"dg:{{{sid}}}:meta")
+        assert (meta["owner"], meta["incarnation"]) == (await owner_of(a), "1")
+        types = [e["type"] for e in await peek.journal(str(sid))]
+        assert types.count("session.created") == 1  # not forked
+        assert await relayed_count(b) == 1
+    finally:
+        await first.close()
+        if second is not None:
+            await second.close()
+
+
+async def test_a_forged_relay_is_refused(pair: tuple[GatewayProcess, GatewayProcess]) -> None:
+    a, _ = pair
+    forged = await websockets.connect(
+        f"ws://{a.address}/v1/twilio/media-stream",
+        additional_headers={"x-duplex-relayed-by": "gw", "x-duplex-relay-proof": "0" * 64})
+    await asyncio.wait_for(forged.wait_closed(), 10)
+    assert forged.close_code == 1008
