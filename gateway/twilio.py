@@ -20,7 +20,6 @@ import base64
 import binascii
 import json
 import logging
-import secrets
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -64,12 +63,17 @@ class TwilioBridge:
 
     def __init__(self, config: GatewayConfig) -> None:
         self.config = config
-        # Per process unless an auth token is configured (then every gateway
-        # behind the same number derives the same key and accepts the others' TwiML).
+        # Every gateway behind the same number must accept the others' TwiML: the
+        # key derives from the auth token, or without one is shared in Redis.
         seed = config.twilio_auth_token
-        self.secret = (("dg-twilio-stream\n" + seed).encode() if seed
-                       else secrets.token_bytes(32))
+        self._secret = ("dg-twilio-stream\n" + seed).encode() if seed else None
         self._registry: CallRegistry | None = None
+
+    async def secret(self) -> bytes:
+        """The key of stream tokens and relay proofs."""
+        if self._secret is None:
+            self._secret = await self.registry.shared_secret()
+        return self._secret
 
     @property
     def registry(self) -> CallRegistry:
@@ -115,8 +119,12 @@ async def voice_webhook(request: Request) -> Response:
         return Response("CallSid is required", status_code=400, media_type="text/plain")
     instructions = request.query_params.get("instructions",
                                               bridge.config.twilio_instructions or "")
-    token = mint_stream_token(bridge.secret, call_sid, instructions,
-                              int(time.time()) + TOKEN_TTL_S)
+    try:
+        secret = await bridge.secret()
+    except DuplexError as exc:
+        log.warning("twilio webhook failed: %s", exc.message)
+        return Response("store unavailable", status_code=503, media_type="text/plain")
+    token = mint_stream_token(secret, call_sid, instructions, int(time.time()) + TOKEN_TTL_S)
     stream_url = bridge.stream_url(request.url.scheme, request.url.netloc)
     twiml = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response><Connect>"
              f"<Stream url={_attr(stream_url)}>"
@@ -134,17 +142,23 @@ async def media_stream_endpoint(ws: WebSocket) -> None:
     gateway: Gateway = ws.app.state.gateway
     bridge: TwilioBridge = ws.app.state.twilio
     await ws.accept()
+    try:
+        secret = await bridge.secret()
+    except DuplexError as exc:
+        log.warning("twilio media stream refused: %s", exc.message)
+        await ws.close(1011, exc.code)
+        return
     auth = bridge.config.twilio_auth_token
     if auth is not None:
         url = bridge.stream_url("wss" if ws.url.scheme == "wss" else "ws", ws.url.netloc)
         if not (signature_ok(auth, url, (), ws.headers.get("x-twilio-signature"))
-                or relay_proof_ok(bridge.secret, ws.headers.get(RELAYED_BY_HEADER),
+                or relay_proof_ok(secret, ws.headers.get(RELAYED_BY_HEADER),
                                   ws.headers.get(RELAY_PROOF_HEADER))):
             log.warning("twilio media stream refused: bad or missing X-Twilio-Signature "
                         "for %s", url)
             await ws.close(1008, "invalid signature")
             return
-    started = await _await_start(ws)
+    started = await _await_start(ws, secret)
     if started is None:
         return
     start, first = started
@@ -182,10 +196,9 @@ def _parse(text: str | None) -> dict[str, Any] | None:
     return msg
 
 
-async def _await_start(ws: WebSocket) -> tuple[_Start, list[str]] | None:
+async def _await_start(ws: WebSocket, secret: bytes) -> tuple[_Start, list[str]] | None:
     """Read up to ``start`` and check it (token, media format); None when refused.
     Also returns the messages read, as sent (a relay passes them on)."""
-    bridge: TwilioBridge = ws.app.state.twilio
     deadline = time.monotonic() + START_TIMEOUT_S
     read: list[str] = []
     while True:
@@ -200,7 +213,7 @@ async def _await_start(ws: WebSocket) -> tuple[_Start, list[str]] | None:
         msg = _parse(raw.get("text"))
         if msg is None or msg["event"] != "start":
             continue  # "connected", or junk before start
-        refusal, start = _check_start(msg, bridge.secret)
+        refusal, start = _check_start(msg, secret)
         if start is not None:
             return start, read
         log.warning("twilio media stream refused: %s", refusal)
@@ -258,7 +271,7 @@ async def _relayed_to_owner(ws: WebSocket, gateway: Gateway, bridge: TwilioBridg
     address = await gateway.owner_elsewhere(sid)
     if address is None:
         return False
-    headers = {RELAY_PROOF_HEADER: relay_proof(bridge.secret, gateway.owner)}
+    headers = {RELAY_PROOF_HEADER: relay_proof(await bridge.secret(), gateway.owner)}
     owner = await open_to_owner(f"{address.rstrip('/')}{STREAM_PATH}", sid,
                                 relayed_by=gateway.owner, headers=headers)
     if owner is None:

@@ -8,12 +8,15 @@ The first socket sets it with NX; later sockets read it and resume.
 from __future__ import annotations
 
 import json
+import secrets
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from duplex.errors import StoreUnavailable
+
+SECRET_KEY = "dg:twilio:secret"  # the stream-token key when no auth token is set
 
 
 def call_key(call_sid: str) -> str:
@@ -62,3 +65,14 @@ class CallRegistry:
             await self._r.delete(call_key(call_sid))
         except RedisError:
             pass  # it expires with the session's TTL anyway
+
+    async def shared_secret(self) -> bytes:
+        """One random key for every gateway on this Redis: the first one to ask
+        makes it (SET NX), the others read it, so a stream token minted by one
+        process is accepted by another."""
+        try:
+            await self._r.set(SECRET_KEY, secrets.token_hex(32), nx=True)
+            value = await self._r.get(SECRET_KEY)
+        except RedisError as exc:
+            raise StoreUnavailable(f"stream-token key not read: {exc}") from exc
+        return bytes.fromhex(str(value))

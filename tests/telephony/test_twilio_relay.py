@@ -14,7 +14,15 @@ import pytest
 import websockets
 from gateway_process import GatewayProcess
 from redis_server import RedisServer
-from twilio_emulator import Emulator, mark_ms, new_sid, parse_twiml, ulaw_silence, ulaw_tone
+from twilio_emulator import (
+    Emulator,
+    mark_ms,
+    new_sid,
+    parse_twiml,
+    ulaw_silence,
+    ulaw_tone,
+    webhook,
+)
 from twilio_helpers import AUTH_TOKEN, Peek
 
 from gateway.telephony.security import twilio_signature
@@ -24,11 +32,11 @@ WORD_MS = 200
 WORDS = 3
 
 
-@pytest.fixture
-def pair(tmp_path: Path, redis: RedisServer) -> Iterator[tuple[GatewayProcess, GatewayProcess]]:
+def two_gateways(tmp_path: Path, redis: RedisServer,
+                 *extra: str) -> Iterator[tuple[GatewayProcess, GatewayProcess]]:
     made = [GatewayProcess(tmp_path / name, args=[
-        "--plugin", "tone", "--output-lead-ms", "300", "--redis-url", redis.url,
-        "--twilio-auth-token", AUTH_TOKEN]) for name in ("a", "b")]
+        "--plugin", "tone", "--output-lead-ms", "300", "--redis-url", redis.url, *extra])
+        for name in ("a", "b")]
     try:
         for gw in made:
             gw.start()
@@ -36,6 +44,18 @@ def pair(tmp_path: Path, redis: RedisServer) -> Iterator[tuple[GatewayProcess, G
     finally:
         for gw in made:
             gw.stop()
+
+
+@pytest.fixture
+def pair(tmp_path: Path, redis: RedisServer) -> Iterator[tuple[GatewayProcess, GatewayProcess]]:
+    """Two gateways signing with one Twilio auth token."""
+    yield from two_gateways(tmp_path, redis, "--twilio-auth-token", AUTH_TOKEN)
+
+
+@pytest.fixture
+def unsigned_pair(tmp_path: Path,
+                  redis: RedisServer) -> Iterator[tuple[GatewayProcess, GatewayProcess]]:
+    yield from two_gateways(tmp_path, redis)
 
 
 def signed(url: str, params: dict[str, str] | None = None) -> dict[str, str]:
@@ -109,3 +129,17 @@ async def test_a_forged_relay_is_refused(pair: tuple[GatewayProcess, GatewayProc
         additional_headers={"x-duplex-relayed-by": "gw", "x-duplex-relay-proof": "0" * 64})
     await asyncio.wait_for(forged.wait_closed(), 10)
     assert forged.close_code == 1008
+
+
+async def test_without_an_auth_token_a_stream_may_reach_another_process(
+        unsigned_pair: tuple[GatewayProcess, GatewayProcess]) -> None:
+    # the webhook on A mints the call's token; B accepts it (one key, kept in Redis)
+    a, b = unsigned_pair
+    call_sid = new_sid("CA")
+    twiml = parse_twiml((await webhook(a.http, call_sid,
+                                       query=f"?instructions=words%3D{WORDS}")).text)
+    em = await Emulator.dial(twiml, call_sid, ws_url=f"ws://{b.address}/v1/twilio/media-stream")
+    try:
+        await one_turn(em, 1)
+    finally:
+        await em.close()
