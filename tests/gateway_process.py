@@ -12,6 +12,8 @@ import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import httpx
+
 READY = re.compile(r"duplex-gateway ready: http://([^/]+)/")
 LISTENING = re.compile(r"duplex-gateway listening: http://([^/]+)/")
 REPO = Path(__file__).resolve().parent.parent
@@ -61,6 +63,18 @@ class GatewayProcess:
                 self.address = match.group(1)
                 ready.set()
         ready.set()  # the process ended
+
+    async def owner(self) -> str:
+        """Its owner id in Redis, as ``/readyz`` names it."""
+        async with httpx.AsyncClient(timeout=5.0) as http:
+            return str((await http.get(f"{self.http}/readyz")).json()["owner"])
+
+    async def metric(self, name: str) -> float:
+        """The sum of a ``/metrics`` sample's values over its labels."""
+        async with httpx.AsyncClient(timeout=5.0) as http:
+            text = (await http.get(f"{self.http}/metrics")).text
+        return sum(float(line.split()[-1]) for line in text.splitlines()
+                   if line.startswith((name + " ", name + "{")))
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

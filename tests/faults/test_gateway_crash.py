@@ -12,7 +12,6 @@ import asyncio
 import signal
 from pathlib import Path
 
-import httpx
 import pytest
 import redis.asyncio as aioredis
 from fault_helpers import (
@@ -98,8 +97,7 @@ async def test_sigterm_hands_sessions_over_at_once(moment: str, redis_server: Re
     # A long heartbeat: were B to wait for A's heartbeat to lapse, it would wait 15 s.
     slow = ("--redis-url", redis_server.url, "--reaper-interval-s", "5")
     a = gateways(*slow).start()
-    async with httpx.AsyncClient(timeout=5.0) as http:
-        owner_a = (await http.get(f"{a.http}/readyz")).json()["owner"]
+    owner_a = await a.owner()
 
     s = await Stream.open(a.ws)
     await s.until_type("session.created")

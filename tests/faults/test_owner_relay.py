@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import random
 
-import httpx
 import redis.asyncio as aioredis
 from client import eventually
 from disconnects import Churn
@@ -32,18 +31,6 @@ from redis_server import RedisServer
 
 LONG = 40  # words of the reply in flight while the client moves
 REAPER = "0.5"  # owner heartbeat period: a dead owner is presumed dead after 1.5 s
-
-
-async def owner_of(gateway: GatewayProcess) -> str:
-    async with httpx.AsyncClient(timeout=5.0) as http:
-        return str((await http.get(f"{gateway.http}/readyz")).json()["owner"])
-
-
-async def metric(gateway: GatewayProcess, name: str) -> float:
-    async with httpx.AsyncClient(timeout=5.0) as http:
-        text = (await http.get(f"{gateway.http}/metrics")).text
-    return sum(float(line.split()[-1]) for line in text.splitlines()
-               if line.startswith(name + " ") or line.startswith(name + "{"))
 
 
 async def meta(url: str, sid: str) -> dict[str, str]:
@@ -72,7 +59,7 @@ async def test_a_resume_on_another_process_is_relayed_to_the_live_owner(
     flags = ("--redis-url", redis_server.url, "--reaper-interval-s", REAPER)
     a = gateways(*flags).start()
     b = await start(gateways(*flags))
-    owner_a = await owner_of(a)
+    owner_a = await a.owner()
     s, created, in_flight = await opened_with_a_reply_in_flight(a)
     sid, token = created["session"]["id"], created["resume_token"]
     s.ws.transport.abort()  # the client's network drops mid-reply
@@ -90,8 +77,8 @@ async def test_a_resume_on_another_process_is_relayed_to_the_live_owner(
     assert seqs(r.messages)[0] == cursor + 1
     m = await meta(redis_server.url, sid)
     assert (m["owner"], m["incarnation"], m["generation"]) == (owner_a, "1", "2")
-    assert await metric(b, "duplex_resumes_relayed_total") == 1
-    assert await metric(a, "duplex_sessions_resumed_total") == 1
+    assert await b.metric("duplex_resumes_relayed_total") == 1
+    assert await a.metric("duplex_sessions_resumed_total") == 1
 
     await turn_completes(r, turn=2)  # the conversation goes on through the relay
     assert_ordered_exactly_once(r.messages)
@@ -151,7 +138,7 @@ async def test_when_the_owner_dies_under_a_relay_the_next_resume_takes_over(
     assert taken["lost_response_id"] == in_flight
     assert taken["attachment_generation"] == 3
     m = await meta(redis_server.url, sid)
-    assert (m["owner"], m["incarnation"]) == (await owner_of(b), "2")
+    assert (m["owner"], m["incarnation"]) == (await b.owner(), "2")
     await turn_completes(again, turn=3)
     assert_ordered_exactly_once(s.messages + r.messages + again.messages)
     await again.close()
@@ -171,7 +158,7 @@ async def test_a_relaying_process_that_stops_leaves_the_session_detached_at_its_
         return m if m["detached_at"] else None
 
     m = await eventually(detached, 5, "the owner saw the relayed socket go")
-    assert (m["state"], m["owner"]) == ("open", await owner_of(a))
+    assert (m["state"], m["owner"]) == ("open", await a.owner())
     again, _, _ = await resume(a.ws, sid, resumed["resume_token"], max(seqs(r.messages)))
     await turn_completes(again, turn=2)
     assert_ordered_exactly_once(s.messages + r.messages + again.messages)
@@ -197,10 +184,10 @@ async def test_thirty_resumes_on_random_processes_lose_and_duplicate_nothing(
     await churn.cycles(30, rng, pick)
     await churn.finish_and_check()
     m = await meta(redis_server.url, churn.sid)
-    assert (m["owner"], m["incarnation"]) == (await owner_of(three[0]), "1")
+    assert (m["owner"], m["incarnation"]) == (await three[0].owner(), "1")
     # every resume was served by the owner; those that landed elsewhere, relayed there
-    assert await metric(three[0], "duplex_sessions_resumed_total") == 30
+    assert await three[0].metric("duplex_sessions_resumed_total") == 30
     for i in (1, 2):
-        assert await metric(three[i], "duplex_resumes_relayed_total") == landed.count(i)
+        assert await three[i].metric("duplex_resumes_relayed_total") == landed.count(i)
     assert landed.count(0) < 30  # the dice did send some elsewhere
     await churn.client.close()

@@ -83,18 +83,6 @@ async def one_turn(em: Emulator, turn: int) -> None:
     assert decode_turn(em.pcm(), 8000) == turn
 
 
-async def owner_of(gw: GatewayProcess) -> str:
-    async with httpx.AsyncClient(timeout=5.0) as http:
-        return str((await http.get(f"{gw.http}/readyz")).json()["owner"])
-
-
-async def relayed_count(gw: GatewayProcess) -> float:
-    async with httpx.AsyncClient(timeout=5.0) as http:
-        text = (await http.get(f"{gw.http}/metrics")).text
-    return sum(float(line.split()[-1]) for line in text.splitlines()
-               if line.startswith("duplex_resumes_relayed_total "))
-
-
 async def test_a_second_stream_on_another_process_reaches_the_call_s_session(
         pair: tuple[GatewayProcess, GatewayProcess], peek: Peek) -> None:
     a, b = pair
@@ -112,10 +100,10 @@ async def test_a_second_stream_on_another_process_reaches_the_call_s_session(
         await one_turn(second, 2)  # the same conversation goes on
         assert await peek.session_of(call_sid) == sid
         meta = await peek.raw.hgetall(f"dg:{{{sid}}}:meta")
-        assert (meta["owner"], meta["incarnation"]) == (await owner_of(a), "1")
+        assert (meta["owner"], meta["incarnation"]) == (await a.owner(), "1")
         types = [e["type"] for e in await peek.journal(str(sid))]
         assert types.count("session.created") == 1  # not forked
-        assert await relayed_count(b) == 1
+        assert await b.metric("duplex_resumes_relayed_total") == 1
     finally:
         await first.close()
         if second is not None:
