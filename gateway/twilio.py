@@ -198,7 +198,7 @@ def _parse(text: str | None) -> dict[str, Any] | None:
 
 async def _await_start(ws: WebSocket, secret: bytes) -> tuple[_Start, list[str]] | None:
     """Read up to ``start`` and check it (token, media format); None when refused.
-    Also returns the messages read, as sent (a relay passes them on)."""
+    Also returns the `connected` and `start` messages as sent (a relay passes them on)."""
     deadline = time.monotonic() + START_TIMEOUT_S
     read: list[str] = []
     while True:
@@ -209,10 +209,12 @@ async def _await_start(ws: WebSocket, secret: bytes) -> tuple[_Start, list[str]]
             return None
         if raw["type"] == "websocket.disconnect":
             return None
-        read.append(raw.get("text") or "")
         msg = _parse(raw.get("text"))
+        if msg is not None and msg["event"] == "connected" and not read:
+            read.append(raw["text"])  # kept for a relay (junk is not: bounded, I8)
         if msg is None or msg["event"] != "start":
             continue  # "connected", or junk before start
+        read.append(raw["text"])
         refusal, start = _check_start(msg, secret)
         if start is not None:
             return start, read
