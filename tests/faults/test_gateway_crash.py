@@ -9,21 +9,29 @@ closes the reply the dead process was generating with
 from __future__ import annotations
 
 import asyncio
+import base64
+import re
 import signal
 from pathlib import Path
 
+import numpy as np
 import pytest
 import redis.asyncio as aioredis
+from client import silence, tone
 from fault_helpers import (
     GatewayFactory,
     Stream,
     assert_ordered_exactly_once,
     journal,
     resume,
+    seqs,
     start,
     turn_completes,
 )
 from redis_server import RedisServer
+
+from gateway.audio import resample, ulaw_decode, ulaw_encode
+from plugins.tone import decode_turn
 
 LONG = 100  # words of the reply in flight when the gateway dies
 REAPER = "0.5"  # owner heartbeat period: a dead owner is presumed dead after 1.5 s
@@ -151,4 +159,44 @@ async def test_sigterm_hands_sessions_over_at_once(moment: str, redis_server: Re
         assert done["response"]["status_details"]["reason"] == "server_restarted"
     await turn_completes(r, turn=2 if in_flight is None else 3)
     assert_ordered_exactly_once(s.messages + r.messages)
+    await r.close()
+
+
+async def test_the_negotiated_audio_format_survives_a_takeover(
+        redis_server: RedisServer, gateways: GatewayFactory) -> None:
+    """R21: the session's μ-law formats come back with it from Redis, so the first
+    append after a takeover is heard as 8 kHz μ-law (not PCM16) and the reply is μ-law."""
+    flags = ("--redis-url", redis_server.url, "--reaper-interval-s", REAPER)
+    a = gateways(*flags).start()
+    s = await Stream.open(a.ws)
+    await s.until_type("session.created")
+    created = s.messages[0].event
+    await s.send("session.update", session={"audio": {
+        "input": {"format": {"type": "audio/pcmu"}},
+        "output": {"format": {"type": "audio/pcmu"}}}})
+    await s.until_type("session.updated")
+    a.kill()
+    await s.wait_closed()
+
+    b = await start(gateways(*flags))
+    r, i, resumed = await resume(b.ws, created["session"]["id"], created["resume_token"],
+                                 max(seqs(s.messages)))
+    assert resumed["recovered"] is True
+    audio = b"".join(ulaw_encode(resample(pcm, 24000, 8000)).tobytes()
+                     for pcm in (tone(1.0), silence(0.8)))
+    for at in range(0, len(audio), 160):  # 20 ms of 8 kHz μ-law, with no format given
+        await r.send("input_audio_buffer.append",
+                     audio=base64.b64encode(audio[at:at + 160]).decode())
+    j = await r.until(lambda m: m.type == "response.done", "the reply", start=i)
+    done = r.messages[j].event
+    assert done["response"]["status"] == "completed"
+    heard = next(m.event for m in r.messages if m.type ==
+                 "conversation.item.input_audio_transcription.completed")
+    speech_ms = int(re.search(r"(\d+) ms of speech", heard["transcript"])[1])
+    assert 900 <= speech_ms <= 1100  # 8 kHz as 8 kHz: not a third or three times it
+    deltas = [base64.b64decode(m.event["delta"]) for m in r.messages
+              if m.type == "response.output_audio.delta"
+              and m.event["response_id"] == done["response"]["id"]]
+    pcm = ulaw_decode(np.frombuffer(b"".join(deltas), dtype=np.uint8))
+    assert decode_turn(pcm[:1600], 8000) == 1  # μ-law at 8 kHz out, answering turn 1
     await r.close()
