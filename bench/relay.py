@@ -51,6 +51,8 @@ from typing import Any
 
 from websockets.exceptions import ConnectionClosed
 
+from duplex.store.embedded import stop_child
+
 REPO = Path(__file__).resolve().parent.parent
 PY = sys.executable
 
@@ -354,14 +356,8 @@ class Server:
         return self.proc.pid
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
+        if self.proc is not None:
+            stop_child(self.proc)
 
 
 def start_gateway(data_dir: Path, extra: list[str], profile: str | None,

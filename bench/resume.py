@@ -97,7 +97,6 @@ import os
 import platform
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -111,6 +110,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+from duplex.store.embedded import stop_child  # noqa: E402
 
 READY = re.compile(r"duplex-gateway ready: http://([^/\s]+)/")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -307,14 +308,8 @@ class Gateway:
         return []
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
+        if self.proc is not None:
+            stop_child(self.proc)
 
 
 # -- part 1: resume latency ----------------------------------------------------------

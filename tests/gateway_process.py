@@ -14,6 +14,8 @@ from pathlib import Path
 
 import httpx
 
+from duplex.store.embedded import stop_child
+
 READY = re.compile(r"duplex-gateway ready: http://([^/]+)/")
 LISTENING = re.compile(r"duplex-gateway listening: http://([^/]+)/")
 REPO = Path(__file__).resolve().parent.parent
@@ -82,36 +84,32 @@ class GatewayProcess:
             self.proc.wait(10)
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.kill()
+        if self.proc is not None:
+            stop_child(self.proc)
 
 
 @contextlib.contextmanager
+def running(data_dir: Path, *args: str, env: dict[str, str] | None = None,
+            timeout_s: float = 60.0) -> Iterator[GatewayProcess]:
+    """A ready gateway with ``args``; stopped afterwards."""
+    proc = GatewayProcess(data_dir, args=args, env=env)
+    proc.start(timeout_s)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
 def running_tone(data_dir: Path, *args: str,
-                 env: dict[str, str] | None = None) -> Iterator[GatewayProcess]:
-    """A ready gateway on the tone plugin, reply audio 300 ms ahead, plus ``args``
-    (a flag given again wins); stopped afterwards."""
-    proc = GatewayProcess(data_dir, args=["--plugin", "tone", "--output-lead-ms", "300",
-                                          *args], env=env)
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
+                 env: dict[str, str] | None = None) -> contextlib.AbstractContextManager[
+                     GatewayProcess]:
+    """On the tone plugin, reply audio 300 ms ahead, plus ``args`` (a flag given again
+    wins)."""
+    return running(data_dir, "--plugin", "tone", "--output-lead-ms", "300", *args, env=env)
 
 
-@contextlib.contextmanager
-def running_cascade(data_dir: Path) -> Iterator[GatewayProcess]:
-    """A gateway on the cascade plugin, offline, ready (models warm: up to minutes)."""
-    proc = GatewayProcess(data_dir, args=["--plugin", "cascade"],
-                          env={"HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
-    proc.start(timeout_s=300)
-    try:
-        yield proc
-    finally:
-        proc.stop()
+def running_cascade(data_dir: Path, *args: str) -> contextlib.AbstractContextManager[
+        GatewayProcess]:
+    """On the cascade plugin, offline, plus ``args`` (models warm: up to minutes)."""
+    return running(data_dir, "--plugin", "cascade", *args, timeout_s=300,
+                   env={"HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"})

@@ -21,6 +21,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from duplex.errors import StoreUnavailable
 
@@ -62,6 +63,18 @@ def die_with_parent() -> Callable[[], None] | None:
             os._exit(1)
 
     return arm
+
+
+def stop_child(proc: subprocess.Popen[Any], timeout_s: float = 15.0) -> None:
+    """SIGTERM (a clean shutdown), then SIGKILL if it takes longer than ``timeout_s``."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def answers_ping(sock: Path, timeout_s: float = 0.2) -> bool:
@@ -153,14 +166,8 @@ class EmbeddedValkey:
     def stop(self, timeout_s: float = 5.0) -> None:
         """SIGTERM (Valkey flushes the AOF), SIGKILL if it takes too long."""
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        if proc is not None:
+            stop_child(proc, timeout_s)
 
     def _argv(self) -> list[str]:
         return [

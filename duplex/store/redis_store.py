@@ -324,7 +324,7 @@ class RedisSessionStore:
             args += [stream_id(seq), event]
         last: int = await self._durable(
             "append_events", self._s.append_events,
-            keys=[keys.meta(sid), keys.journal(sid), keys.LEASES], args=list(args))
+            keys=[keys.meta(sid), keys.journal(sid), keys.LEASES], args=args)
         return last
 
     async def read_journal(

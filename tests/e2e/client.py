@@ -172,6 +172,15 @@ async def meta(r: aioredis.Redis, session_id: str) -> dict[str, str]:
     return found
 
 
+async def detached(r: aioredis.Redis, session_id: str, timeout: float = 5.0) -> dict[str, str]:
+    """Once the session is detached (its grace running): its meta."""
+    async def check() -> dict[str, str] | None:
+        m = await meta(r, session_id)
+        return m if m.get("detached_at") else None
+
+    return await eventually(check, timeout, f"session {session_id} is detached")
+
+
 async def eventually(check: Callable[[], Awaitable[T | None]], timeout: float,
                      what: str) -> T:
     """Poll ``check`` (every 20 ms) until it returns something truthy, for at most

@@ -21,6 +21,7 @@ import redis.asyncio as aioredis
 from client import (
     TERMINALS,
     RealtimeClient,
+    detached,
     eventually,
     expect_error,
     journal,
@@ -83,13 +84,6 @@ async def ended(r: aioredis.Redis, sid: str, state: str, timeout: float = 5.0) -
         return (await meta(r, sid)).get("state") == state
 
     await eventually(check, timeout, f"session {sid} is {state}")
-
-
-async def detached(r: aioredis.Redis, sid: str) -> None:
-    async def check() -> bool:
-        return (await meta(r, sid)).get("detached_at", "") != ""
-
-    await eventually(check, 5, f"session {sid} is detached")
 
 
 async def the_one_terminal(r: aioredis.Redis, sid: str) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from client import (
     RealtimeClient,
+    detached,
     eventually,
     expect_error,
     journal,
@@ -222,11 +223,7 @@ async def test_a_refused_cursor_leaves_a_detached_session_in_its_grace(
     live.ws.transport.abort()
     r = valkey(gateway.data_dir)
     try:
-        async def detached() -> dict[str, str] | None:
-            m = await meta(r, sid)
-            return m if m["detached_at"] else None
-
-        before = await eventually(detached, 5, "the session is detached")
+        before = await detached(r, sid)
         c = await resume(gateway.ws, sid, token, top + 5)
         await refused(c, "invalid_session_resume")
         after = await meta(r, sid)
@@ -253,10 +250,7 @@ async def test_a_resume_lost_in_the_handshake_can_be_retried(
         await eventually(rotated, 5, "the server took the resume")
         lost.ws.transport.abort()  # session.resumed was never read
 
-        async def detached() -> bool:
-            return (await meta(r, sid))["detached_at"] != ""
-
-        await eventually(detached, 5, "the server saw the handshake socket go")
+        await detached(r, sid)  # the server saw the handshake socket go
     finally:
         await r.aclose()
     back, resumed = await resumed_on(gateway.ws, sid, token, cursor)

@@ -267,6 +267,15 @@ async def journal(url: str, session_id: str, after: int = 0) -> list[tuple[int, 
     return [(int(entry_id.split("-")[0]), fields["event"]) for entry_id, fields in entries]
 
 
+async def meta(url: str, session_id: str) -> dict[str, str]:
+    """The session's lease record, straight from the Redis at ``url``."""
+    r = aioredis.from_url(url, decode_responses=True, protocol=2)
+    try:
+        return dict(await r.hgetall(f"dg:{{{session_id}}}:meta"))
+    finally:
+        await r.aclose()
+
+
 async def resume(url: str, session_id: str, token: str,
                  cursor: int) -> tuple[Stream, int, dict[str, Any]]:
     """A new socket resuming ``session_id``; the index and body of ``session.resumed``."""

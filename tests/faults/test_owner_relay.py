@@ -14,12 +14,13 @@ import asyncio
 import random
 
 import redis.asyncio as aioredis
-from client import eventually
+from client import detached, eventually
 from disconnects import Churn
 from fault_helpers import (
     GatewayFactory,
     Stream,
     assert_ordered_exactly_once,
+    meta,
     resume,
     seqs,
     start,
@@ -31,14 +32,6 @@ from redis_server import RedisServer
 
 LONG = 40  # words of the reply in flight while the client moves
 REAPER = "0.5"  # owner heartbeat period: a dead owner is presumed dead after 1.5 s
-
-
-async def meta(url: str, sid: str) -> dict[str, str]:
-    r = aioredis.from_url(url, decode_responses=True, protocol=2)
-    try:
-        return dict(await r.hgetall(f"dg:{{{sid}}}:meta"))
-    finally:
-        await r.aclose()
 
 
 async def opened_with_a_reply_in_flight(a: GatewayProcess) -> tuple[Stream, dict, str]:
@@ -153,11 +146,11 @@ async def test_a_relaying_process_that_stops_leaves_the_session_detached_at_its_
     await asyncio.to_thread(b.stop)  # SIGTERM to the relaying process only
     assert await r.wait_closed() == 1012  # "service restart": resume again
 
-    async def detached() -> dict[str, str] | None:
-        m = await meta(redis_server.url, sid)
-        return m if m["detached_at"] else None
-
-    m = await eventually(detached, 5, "the owner saw the relayed socket go")
+    raw = aioredis.from_url(redis_server.url, decode_responses=True, protocol=2)
+    try:
+        m = await detached(raw, sid)  # the owner saw the relayed socket go
+    finally:
+        await raw.aclose()
     assert (m["state"], m["owner"]) == ("open", await a.owner())
     again, _, _ = await resume(a.ws, sid, resumed["resume_token"], max(seqs(r.messages)))
     await turn_completes(again, turn=2)

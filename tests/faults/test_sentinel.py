@@ -13,19 +13,19 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
-import redis.asyncio as aioredis
 from client import eventually
 from fault_helpers import (
     GatewayFactory,
     Stream,
     assert_ordered_exactly_once,
     journal,
+    meta,
     resume,
     seqs,
     start,
     turn_completes,
 )
-from redis_server import RedisServer, ReplicatedRedis
+from redis_server import ReplicatedRedis
 
 
 @pytest.fixture
@@ -37,14 +37,6 @@ def replicated() -> Iterator[ReplicatedRedis]:
         group.close()
 
 
-async def meta_on(server: RedisServer, sid: str) -> dict[str, str]:
-    r = aioredis.from_url(server.url, decode_responses=True, protocol=2)
-    try:
-        return dict(await r.hgetall(f"dg:{{{sid}}}:meta"))
-    finally:
-        await r.aclose()
-
-
 async def test_a_session_survives_the_primary_failing_over(
         replicated: ReplicatedRedis, gateways: GatewayFactory) -> None:
     gw = await start(gateways("--redis-url", replicated.url))
@@ -54,11 +46,11 @@ async def test_a_session_survives_the_primary_failing_over(
     sid = created["session"]["id"]
     await turn_completes(s, turn=1)
     for replica in replicated.replicas:  # WAIT: the replicas hold the lease already
-        assert (await meta_on(replica, sid))["state"] == "open"
+        assert (await meta(replica.url, sid))["state"] == "open"
 
     replicated.primary.kill()
     promoted = await asyncio.to_thread(replicated.wait_failover)
-    m = await meta_on(promoted, sid)
+    m = await meta(promoted.url, sid)
     assert (m["state"], m["incarnation"]) == ("open", "1")
     kept = dict(await journal(promoted.url, sid))
     for got in s.messages:  # the new primary holds every event the client was sent

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from gateway_process import GatewayProcess
+from gateway_process import GatewayProcess, running_cascade
 from redis_server import RedisServer
 from twilio_emulator import Emulator, new_sid, parse_twiml, ulaw_silence, webhook
 from twilio_helpers import Peek
@@ -25,14 +24,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def agent(tmp_path_factory: pytest.TempPathFactory, redis: RedisServer) -> Iterator[GatewayProcess]:
-    proc = GatewayProcess(Path(tmp_path_factory.mktemp("cascade")),
-                          args=["--plugin", "cascade", "--redis-url", redis.url],
-                          env={"HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
-    proc.start(timeout_s=300)
-    try:
+    with running_cascade(tmp_path_factory.mktemp("cascade"), "--redis-url", redis.url) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def spoken_ulaw(text: str) -> bytes:
