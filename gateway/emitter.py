@@ -115,13 +115,17 @@ class Emitter:
         return True
 
     async def _reconcile(self) -> None:
-        """After a failed append: the journal is the truth. Send what landed."""
-        _, last = await self.store.journal_bounds(self.session_id)
+        """After a failed append: the journal is the truth. Send what landed, once it
+        is durable: an append short of replica acks is on the primary alone, and a
+        failover would take back what the client was sent (I4)."""
+        last = await self.store.settled_last_seq(self.session_id)
         while self.last_seq < last:
             entries = await self.store.read_journal(self.session_id, self.last_seq, 500)
             if not entries:
                 break
             for seq, text in entries:
+                if seq > last:
+                    break
                 await self.send(text)
                 self.last_seq = seq
         self._uncertain = False

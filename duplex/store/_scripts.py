@@ -25,6 +25,7 @@ class Scripts:
     bump_epoch: AsyncScript
     append_events: AsyncScript
     trim_journal: AsyncScript
+    settled_last_seq: AsyncScript
     history_append: AsyncScript
     history_replace: AsyncScript
     history_delete: AsyncScript

@@ -115,6 +115,11 @@ class SessionStore(Protocol):
 
     async def journal_bounds(self, session_id: str) -> tuple[int | None, int]: ...
 
+    async def settled_last_seq(self, session_id: str) -> int:
+        """The last journaled seq once every event up to it is as durable as a
+        successful ``append_events`` makes it (on the required replicas)."""
+        ...
+
     async def trim_journal(self, session_id: str, upto_seq: int) -> None: ...
 
     async def history_append(

@@ -7,7 +7,9 @@ every socket wait so a hung (SIGSTOPped) server is an error, not a hang.
 
 ``redis+sentinel://HOST:PORT[,HOST:PORT…]/MASTER`` follows the primary that the
 Sentinels name for ``MASTER`` across failovers: each new connection asks them,
-and a connection that finds its server demoted reconnects.
+and a connection that finds its server demoted reconnects. A deposed primary that
+is still up stays writable, unreplicated, until Sentinel demotes it (~10 s):
+``follow_primary`` drops the connections still on it sooner.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from urllib.parse import unquote, urlsplit
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
-from redis.asyncio.sentinel import Sentinel
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import RedisError
 
 SCHEMES = ("redis", "rediss", "unix", "redis+sentinel")
 PROTOCOL = 2
@@ -83,3 +86,28 @@ def _via_sentinel(url: str, options: dict[str, Any], max_connections: int) -> ai
     sentinel = Sentinel(sentinels, sentinel_kwargs=asked, **options)  # type: ignore[no-untyped-call]
     client = sentinel.master_for(master, password=password, max_connections=max_connections)
     return cast(aioredis.Redis, client)
+
+
+async def follow_primary(client: aioredis.Redis) -> int:
+    """Drop ``client``'s connections to any server but the primary the Sentinels
+    name now; how many it dropped (0 without Sentinel or when none is stale).
+
+    A write that reached too few replicas may have gone to a primary that lost a
+    failover and has not been demoted yet. redis-py drops only *idle* connections
+    when it learns of a new primary, and only when it happens to ask; a connection
+    busy at that moment would go back into the pool still on the old server. Any
+    command in flight on a dropped connection fails and is retried on the new one.
+    """
+    pool = client.connection_pool
+    if not isinstance(pool, SentinelConnectionPool):
+        return 0
+    try:
+        primary = tuple(await pool.get_master_address())  # type: ignore[no-untyped-call]
+    except RedisError:
+        return 0  # no Sentinel answers: keep what we have
+    # pool internals (redis-py 5–8): there is no public list of in-use connections
+    held = [*getattr(pool, "_available_connections", ()), *getattr(pool, "_in_use_connections", ())]
+    stale = [c for c in held if (c.host, c.port) != primary]
+    for connection in stale:
+        await connection.disconnect()
+    return len(stale)

@@ -16,6 +16,8 @@ LEASES = "dg:leases"  # zset: sid -> lease deadline (ms); the reaper's index
 EXPIRING = "dg:expiring"
 OWNERS = "dg:owners"  # zset: process id -> heartbeat deadline (ms)
 OWNER_ADDRESSES = "dg:owner_addresses"  # hash: process id -> ws:// URL other processes reach it at
+# counter: bumped by settled_last_seq so a WAIT after it covers all earlier writes
+REPLICATION_BARRIER = "dg:replication_barrier"
 
 # printf templates, also handed to scripts that derive keys from ids they read
 # (Lua's string.format reads them the same way).

@@ -21,7 +21,7 @@ from duplex.journal import seq_of, stream_id
 from duplex.store import codec, keys
 from duplex.store._scripts import Scripts
 from duplex.store.base import SEQ_PLACEHOLDER, EndState, ExpiredClaim, SessionRecord
-from duplex.store.client import connect
+from duplex.store.client import connect, follow_primary
 from duplex.store.errors import domain_error
 
 __all__ = ["RedisSessionStore", "connect"]
@@ -91,6 +91,8 @@ class RedisSessionStore:
         pipe.execute_command("WAIT", self._replica_acks, self._wait_ms)
         result, acked = await self._run(op, pipe.execute())
         if int(acked) < self._replica_acks:
+            # perhaps a deposed primary: the retry should reach the new one
+            await self._run("follow_primary", follow_primary(self._r))
             raise StoreUnavailable(
                 f"{op} reached {acked} of {self._replica_acks} Redis replica(s) within "
                 f"{self._wait_ms} ms, so it does not count")
@@ -348,6 +350,18 @@ class RedisSessionStore:
         first, last = await self._run("journal_bounds", pipe.execute())
         oldest = seq_of(first[0][0]) if first else None
         return oldest, int(last or 0)
+
+    async def settled_last_seq(self, session_id: str) -> int:
+        """An append whose WAIT fell short may still be on this primary, not yet on
+        a replica: what it wrote counts only once a WAIT covers it."""
+        sid = keys.checked_id(session_id)
+        if not self._replica_acks:
+            return int(await self._run("settled_last_seq",
+                                       self._r.hget(keys.meta(sid), "last_seq")) or 0)
+        last: int = await self._durable("settled_last_seq", self._s.settled_last_seq,
+                                        keys=[keys.meta(sid), keys.REPLICATION_BARRIER],
+                                        args=[])
+        return last
 
     async def trim_journal(self, session_id: str, upto_seq: int) -> None:
         sid = keys.checked_id(session_id)

@@ -17,12 +17,14 @@ from client import eventually
 from fault_helpers import (
     GatewayFactory,
     Stream,
+    assert_errors_unjournaled,
     assert_ordered_exactly_once,
     journal,
     meta,
     resume,
     seqs,
     start,
+    store_errors,
     turn_completes,
 )
 from redis_server import ReplicatedRedis
@@ -34,6 +36,7 @@ def replicated() -> Iterator[ReplicatedRedis]:
     try:
         yield group
     finally:
+        group.print_logs()
         group.close()
 
 
@@ -75,6 +78,66 @@ async def test_a_session_survives_the_primary_failing_over(
     ok = [m for m in s.messages if m.code is None]  # errors carry no seq
     assert_ordered_exactly_once(ok + r.messages)
     await r.close()
+
+
+async def test_the_gateway_leaves_a_deposed_primary_before_sentinel_demotes_it(
+        replicated: ReplicatedRedis, gateways: GatewayFactory) -> None:
+    """A failover with the old primary still up: it takes writes, unreplicated, until
+    Sentinel demotes it ~10 s later. The first short WAIT sends the gateway to the
+    primary Sentinel names now, so the next turn is served within a retry."""
+    gw = await start(gateways("--redis-url", replicated.url))
+    s = await Stream.open(gw.ws)
+    await s.until_type("session.created")
+    sid = s.messages[0].event["session"]["id"]
+    await turn_completes(s, turn=1)  # nothing journaled while the failover runs
+    deposed = replicated.primary
+    promoted = await asyncio.to_thread(replicated.force_failover)
+
+    await turn_completes(s, turn=2)
+    assert replicated.role(deposed) == "master", "Sentinel demoted it first: nothing tested"
+    kept = dict(await journal(promoted.url, sid))
+    for got in s.messages:  # every event the client was sent is on the new primary
+        if got.seq is not None:
+            assert kept.get(got.seq) == got.raw, f"seq {got.seq} not on the new primary"
+    assert_ordered_exactly_once([m for m in s.messages if m.code is None])
+    await s.close()
+
+
+async def test_events_short_of_a_replica_reach_the_client_once_a_replica_has_them(
+        replicated: ReplicatedRedis, gateways: GatewayFactory) -> None:
+    """An append whose WAIT fell short is on the primary alone. The emitter's next
+    publish reconciles with the journal: it must not send those events until a
+    replica holds them, or a failover would take back what the client was told."""
+    gw = await start(gateways("--redis-url", replicated.url, "--store-timeout-s", "1"))
+    s = await Stream.open(gw.ws)
+    await s.until_type("session.created")
+    sid = s.messages[0].event["session"]["id"]
+    await turn_completes(s, turn=1)
+    mark = len(s.messages)  # a journaled answer: everything published before it is here
+    await s.send("session.heartbeat")
+    await s.until(lambda m: m.type == "session.heartbeat_ack", "a heartbeat's answer", start=mark)
+    told = max(seqs(s.messages))
+    for replica in replicated.replicas:
+        replica.pause()  # SIGSTOP: connected, never acknowledging
+    try:
+        mark = len(s.messages)
+        await s.send("session.update", session={"instructions": "words=4"})
+        await s.speak(1.0)
+        # the first refused publish appended on the primary; later ones reconciled first
+        await s.wait(lambda: len(store_errors(s.messages[mark:])) >= 3, "three refused publishes")
+        assert max(seqs(s.messages)) == told, "sent events that no replica holds"
+        assert_errors_unjournaled(store_errors(s.messages[mark:]))
+    finally:
+        for replica in replicated.replicas:
+            replica.resume()
+    await turn_completes(s, turn=3)
+    assert max(seqs(s.messages)) > told
+    ok = [m for m in s.messages if m.code is None]
+    assert_ordered_exactly_once(ok)  # what landed unacknowledged came late, not never
+    for replica in replicated.replicas:
+        held = dict(await journal(replica.url, sid))
+        assert all(held.get(m.seq) == m.raw for m in ok if m.seq is not None)
+    await s.close()
 
 
 async def test_without_a_replica_to_acknowledge_no_lease_is_granted(

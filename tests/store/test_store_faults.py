@@ -138,6 +138,8 @@ async def test_a_write_no_replica_acknowledged_does_not_count(
         with pytest.raises(StoreUnavailable, match="0 of 1 Redis replica"):
             await open_session(store)
         assert time.monotonic() - started < 0.4  # WAIT gave up inside the op's deadline
+        with pytest.raises(StoreUnavailable, match="settled_last_seq reached 0 of 1"):
+            await store.settled_last_seq("s1")  # a read that must prove its writes durable
         with pytest.raises(ValueError):
             RedisSessionStore(connect(redis_server.url), replica_acks=-1)
     finally:

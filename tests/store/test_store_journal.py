@@ -108,6 +108,8 @@ async def test_bounds_and_trim(session: SessionRecord, store: RedisSessionStore)
     assert plan_replay(1, 3, 5).verdict is ReplayVerdict.JOURNAL_GAP
     await store.trim_journal("s1", 99)  # never past last_seq
     assert await store.journal_bounds("s1") == (None, 5)
+    assert await store.settled_last_seq("s1") == 5  # trimmed, still the last seq
+    assert await store.settled_last_seq("nobody") == 0
     assert await store.append_events("s1", OWNER, 1, events(6, 6), max_len=100) == 6
     assert await store.journal_bounds("s1") == (6, 6)
     assert await store.journal_bounds("unknown") == (None, 0)

@@ -1,0 +1,6 @@
+-- The last journaled seq, read together with a write: WAIT after this script then
+-- covers every earlier write on this server, so events read up to that seq will
+-- survive a failover. Without WAIT the write costs one INCR and proves nothing.
+-- KEYS: meta, barrier   ARGV: (none)
+redis.call('INCR', KEYS[2])
+return tonumber(redis.call('HGET', KEYS[1], 'last_seq') or '0')
