@@ -4,6 +4,11 @@ Each event gets the next ``server_event_seq`` and is appended to the session's
 Redis journal in one round trip per batch *before* it is written to the socket,
 so a crash can never leave a client holding an event the journal lacks. The
 journal is bounded by age and bytes (trimmed here) and by client acks.
+
+Redis can still take acknowledged writes back: a failover that promotes a replica
+other than the one that acknowledged them (a partition, a forced failover). The
+emitter keeps its last few seconds of events, so when the journal turns out to be
+behind what the client was sent, it writes them again, byte for byte.
 """
 
 from __future__ import annotations
@@ -19,10 +24,15 @@ from typing import Protocol
 from duplex.errors import DuplexError, LeaseLost, SessionStateError, StoreUnavailable
 from duplex.events import Event, to_beta
 from duplex.fence import Fence
-from duplex.store.base import SessionStore
+from duplex.store.base import SessionStore, StoreConflict
 from gateway.metrics import Metrics
 
 log = logging.getLogger(__name__)
+
+# what a Redis failover can take back: promotion to the old primary's replicas
+# following the new one takes about a second
+REPAIR_WINDOW_S = 5.0
+REPAIR_MAX_BYTES = 1024 * 1024
 
 
 class Attachment(Protocol):
@@ -67,6 +77,8 @@ class Emitter:
         self._uncertain = False  # a failed append may still have landed
         self._window: deque[tuple[float, int, int]] = deque()  # (time, seq, bytes)
         self._window_bytes = 0
+        self._recent: deque[tuple[float, int, str]] = deque()  # (time, seq, text)
+        self._recent_bytes = 0
 
     def _stamp(self, events: Sequence[Event]) -> list[tuple[int, str, str]]:
         stamped: list[tuple[int, str, str]] = []
@@ -89,12 +101,14 @@ class Emitter:
             stamped = self._stamp(events)
             if not stamped:
                 return True
-            fence = self.fence()
             now = time.time()
-            await self.store.append_events(
-                self.session_id, self.owner, self.incarnation,
-                [(seq, text) for seq, _, text in stamped], max_len=self.limits.max_events,
-                now=now, epoch=fence.epoch, turn_id=fence.turn_id)
+            batch = [(seq, text) for seq, _, text in stamped]
+            try:
+                await self._append(batch, now)
+            except StoreConflict as exc:
+                if exc.code != "journal_gap":
+                    raise
+                await self._append(await self._taken_back(exc) + batch, now)
         except SessionStateError as exc:  # the store no longer has this session open
             raise LeaseLost(f"the session is gone from the store: {exc.message}") from exc
         except StoreUnavailable as exc:
@@ -110,9 +124,36 @@ class Emitter:
                 self.metrics.errors.labels(json.loads(text)["error"]["code"]).inc()
             self._window.append((now, seq, len(text)))
             self._window_bytes += len(text)
+            self._keep(now, seq, text)
             await self.send(text)
         await self._bound_journal(now)
         return True
+
+    async def _append(self, batch: list[tuple[int, str]], now: float) -> None:
+        fence = self.fence()
+        await self.store.append_events(
+            self.session_id, self.owner, self.incarnation, batch,
+            max_len=self.limits.max_events, now=now, epoch=fence.epoch, turn_id=fence.turn_id)
+
+    def _keep(self, now: float, seq: int, text: str) -> None:
+        self._recent.append((now, seq, text))
+        self._recent_bytes += len(text)
+        while self._recent and (self._recent[0][0] < now - REPAIR_WINDOW_S
+                                or self._recent_bytes > REPAIR_MAX_BYTES):
+            self._recent_bytes -= len(self._recent.popleft()[2])
+
+    async def _taken_back(self, gap: StoreConflict) -> list[tuple[int, str]]:
+        """The journal is behind what the client was sent: a failover took events
+        back. Those events, if they are all still kept here; else ``gap`` again."""
+        journaled = await self.store.settled_last_seq(self.session_id)
+        lost = [(seq, text) for _, seq, text in self._recent if seq > journaled]
+        if not lost or (lost[0][0], lost[-1][0]) != (journaled + 1, self.last_seq):
+            raise gap
+        log.warning("session %s: Redis lost journaled events %d..%d (a failover took them "
+                    "back); journaling them again", self.session_id, journaled + 1,
+                    self.last_seq)
+        self.metrics.journal_repairs.inc()
+        return lost
 
     async def _reconcile(self) -> None:
         """After a failed append: the journal is the truth. Send what landed, once it
@@ -126,6 +167,7 @@ class Emitter:
             for seq, text in entries:
                 if seq > last:
                     break
+                self._keep(time.time(), seq, text)
                 await self.send(text)
                 self.last_seq = seq
         self._uncertain = False

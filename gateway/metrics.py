@@ -28,6 +28,10 @@ class Metrics:
                               ["type"], registry=r)
         self.errors = Counter("duplex_errors", "error events sent to clients", ["code"],
                               registry=r)
+        self.journal_repairs = Counter(
+            "duplex_journal_repairs",
+            "times Redis had lost journaled events (a failover) and they were written again",
+            registry=r)
         self.stage_latency = Histogram(
             "duplex_stage_latency_seconds",
             "time from a stage request's submit to each of its visible outputs",

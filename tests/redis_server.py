@@ -132,9 +132,13 @@ class ReplicatedRedis:
     """A primary, ``replicas`` replicas and one Sentinel (quorum 1) watching them as
     ``master``, all real processes on loopback (research/redis.md §6.2)."""
 
-    def __init__(self, *, replicas: int = 2, master: str = "duplex") -> None:
+    def __init__(self, *, replicas: int = 2, master: str = "duplex",
+                 down_after_ms: int = 2000) -> None:
         fast = ("--repl-diskless-sync-delay", "0")  # replicas in sync at once
         self.master = master
+        # not shorter: Sentinel pings a new primary within half of this, and one
+        # that has not answered in time under load is failed over again at once
+        self.down_after_ms = down_after_ms
         self.primary = RedisServer(extra=fast)
         self.replicas = [RedisServer(extra=fast) for _ in range(replicas)]
         self.sentinel_port = free_port()
@@ -154,9 +158,7 @@ class ReplicatedRedis:
         conf.write_text("\n".join([
             f"port {self.sentinel_port}", "bind 127.0.0.1", f"dir {self.sentinel_dir}",
             f"sentinel monitor {self.master} 127.0.0.1 {self.primary.port} 1",
-            # not shorter: Sentinel pings a new primary within half of this, and one
-            # that has not answered in time under load is failed over again at once
-            f"sentinel down-after-milliseconds {self.master} 2000",
+            f"sentinel down-after-milliseconds {self.master} {self.down_after_ms}",
             f"sentinel failover-timeout {self.master} 5000",
             f"logfile {self.sentinel_dir / 'sentinel.log'}", ""]))
         self.sentinel = subprocess.Popen(
@@ -187,13 +189,23 @@ class ReplicatedRedis:
         addr = _ask(self.sentinel_port, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.master)
         return int(addr[1]) if isinstance(addr, list) and len(addr) == 2 else None
 
-    def force_failover(self, timeout_s: float = 15.0) -> RedisServer:
-        """``SENTINEL FAILOVER`` with the primary still up: the replica promoted, once
-        every other replica follows it. Sentinel demotes the deposed primary only
-        ~10 s later; until then it takes writes, but no replica copies them."""
+    def request_failover(self) -> None:
+        """``SENTINEL FAILOVER`` with the primary still up; returns at once. Sentinel
+        demotes the deposed primary only ~10 s after the promotion; until then it
+        takes writes, but no replica copies them."""
         if _ask(self.sentinel_port, "SENTINEL", "FAILOVER", self.master) is None:
             raise RuntimeError("the Sentinel refused to fail over")
+
+    def force_failover(self, timeout_s: float = 15.0) -> RedisServer:
+        """``request_failover``, then the replica promoted, once every other replica
+        follows it."""
+        self.request_failover()
         return self.wait_failover(timeout_s)
+
+    def current_primary(self) -> RedisServer:
+        """The server the Sentinel names primary now."""
+        port = self.primary_port()
+        return next(r for r in (self.primary, *self.replicas) if r.port == port)
 
     def role(self, server: RedisServer) -> str | None:
         """``master`` or ``slave`` as ``server`` sees itself (None if it does not answer)."""
@@ -211,8 +223,7 @@ class ReplicatedRedis:
 
         if not wait_until(done, timeout_s, every_s=0.05):
             raise RuntimeError(f"no failover within {timeout_s} s")
-        port = self.primary_port()
-        return next(r for r in self.replicas if r.port == port)
+        return self.current_primary()
 
     def print_logs(self) -> None:
         """The servers' and the Sentinel's log tails (pytest shows them on failure)."""

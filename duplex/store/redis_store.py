@@ -89,7 +89,10 @@ class RedisSessionStore:
         pipe = self._r.pipeline(transaction=False)
         await script(keys=keys, args=args, client=pipe)
         pipe.execute_command("WAIT", self._replica_acks, self._wait_ms)
-        result, acked = await self._run(op, pipe.execute())
+        # raise_on_error would rewrite a script's "CODE message" into "Command # 1 …"
+        result, acked = await self._run(op, pipe.execute(raise_on_error=False))
+        if isinstance(result, rx.RedisError):
+            raise domain_error(op, result)
         if int(acked) < self._replica_acks:
             # perhaps a deposed primary: the retry should reach the new one
             await self._run("follow_primary", follow_primary(self._r))

@@ -13,6 +13,7 @@ import itertools
 import time
 
 import httpx
+import redis.asyncio as aioredis
 from client import eventually, reply_pcm
 from fault_helpers import (
     GatewayFactory,
@@ -258,3 +259,44 @@ async def test_redis_restarted_empty_tells_the_client(redis_server: RedisServer,
             if m.type == "error" and m.code != "store_unavailable"]
     assert told, trace(s.messages[from_restart:])
     assert code is not None and code != 1006, code
+
+
+# What a failover to a replica that missed the newest writes leaves behind: the
+# journal and its last_seq as they were ARGV[1] events ago. The stream is rebuilt
+# (XDEL would keep its last ID); one script, so no append lands in between.
+_ROLL_BACK = """
+local last = tonumber(redis.call('HGET', KEYS[1], 'last_seq'))
+local keep = last - tonumber(ARGV[1])
+local entries = redis.call('XRANGE', KEYS[2], '-', keep .. '-1')
+redis.call('DEL', KEYS[2])
+for _, e in ipairs(entries) do redis.call('XADD', KEYS[2], e[1], unpack(e[2])) end
+redis.call('HSET', KEYS[1], 'last_seq', keep)
+return {keep, last}
+"""
+
+
+async def test_journaled_events_redis_took_back_are_journaled_again(
+        redis_server: RedisServer, gateways: GatewayFactory) -> None:
+    """Redis can lose acknowledged writes (a failover to a replica that had not got
+    them). The emitter still holds its last seconds of events: the next append finds
+    the journal behind and writes them again, byte for byte, and the reply goes on."""
+    gw = gateways("--redis-url", redis_server.url).start()
+    s, created, response_id = await open_streaming(gw.ws)
+    sid = created["session"]["id"]
+    r = aioredis.from_url(redis_server.url, decode_responses=True, protocol=2)
+    try:
+        keep, last = await r.eval(_ROLL_BACK, 2, f"dg:{{{sid}}}:meta",
+                                  f"dg:{{{sid}}}:journal", 3)
+    finally:
+        await r.aclose()
+    assert (keep, last) == (last - 3, last) and max(seqs(s.messages)) >= last
+
+    i = await s.until(lambda m: m.type == "response.done", "the reply's end", timeout=40)
+    assert s.messages[i].event["response"]["id"] == response_id
+    assert s.messages[i].event["response"]["status"] == "completed"
+    assert not [m for m in s.messages if m.type == "error"], trace(s.messages)
+    assert_ordered_exactly_once(s.messages)
+    kept = dict(await journal(redis_server.url, sid))
+    assert all(kept[m.seq] == m.raw for m in s.messages if m.seq is not None)
+    assert await gw.metric("duplex_journal_repairs_total") == 1
+    await s.close()

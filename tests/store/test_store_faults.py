@@ -6,13 +6,16 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
+import redis
 from redis.asyncio.retry import Retry
 from redis_server import RedisServer
-from store_helpers import OWNER, open_session
+from store_helpers import NOW, OWNER, open_session
 
-from duplex.errors import StoreUnavailable
+from duplex.errors import InvalidRequest, SessionStateError, StoreUnavailable
 from duplex.store import RedisSessionStore, connect
+from duplex.store.base import StoreConflict
 from duplex.store.client import sentinel_target
+from duplex.store.embedded import wait_until
 
 
 @pytest.fixture
@@ -144,3 +147,30 @@ async def test_a_write_no_replica_acknowledged_does_not_count(
             RedisSessionStore(connect(redis_server.url), replica_acks=-1)
     finally:
         await store.close()
+
+
+async def test_with_replica_acks_a_script_refusal_is_still_a_domain_error(
+        redis_server: RedisServer) -> None:
+    """WAIT runs pipelined after each durable script; a script that refuses must
+    still surface as its domain error, not as the pipeline's rewritten reply."""
+    primary = redis.Redis(port=redis_server.port, decode_responses=True)
+    primary.config_set("repl-diskless-sync-delay", 0)  # the replica syncs at once
+    replica = RedisServer(extra=["--replicaof", "127.0.0.1", str(redis_server.port)]).start()
+    assert wait_until(lambda: primary.info("replication")["connected_slaves"] == 1, 10.0)
+    store = RedisSessionStore(connect(redis_server.url), replica_acks=1)
+    try:
+        await open_session(store)
+        with pytest.raises(SessionStateError) as exists:
+            await open_session(store, digest="another-token")  # not a retry: refused
+        assert exists.value.code == "session_exists"
+        with pytest.raises(InvalidRequest) as bad:
+            await store.resume("s1", "not-the-digest", 0, "digest-2", OWNER, NOW)
+        assert bad.value.code == "invalid_resume_token"
+        with pytest.raises(StoreConflict) as gap:
+            await store.append_events("s1", OWNER, 1, [(5, "{}")], max_len=9)
+        assert gap.value.code == "journal_gap"
+        assert await store.settled_last_seq("s1") == 0
+    finally:
+        await store.close()
+        replica.close()
+        primary.close()
