@@ -25,6 +25,8 @@ probed even while the reply is quiet. Columns (median over the trials):
   audio       reply audio the client got, of the 12,800 ms
   next turn   a turn spoken once the reply is over: its last audio frame sent ->
               the first audio of its answer (ms)
+  repaired    trials in which Redis lost acknowledged events and the gateway
+              journaled them again (``duplex_journal_repairs_total``)
   intact      every trial: seqs in order, none twice, none skipped, and each one
               on the final primary byte for byte (I4 across the failover)
 
@@ -128,9 +130,10 @@ async def converse(gw: GatewayProcess, redis: ReplicatedRedis, fault: str) -> di
     finally:
         probe.cancel()
     verdict = await intact(s, redis, sid)
+    repaired = await gw.metric("duplex_journal_repairs_total")
     await s.close()
     return {"silence": silence, "refused": refused, "audio": got_ms, "next": next_ms,
-            "intact": verdict}
+            "repaired": repaired > 0, "intact": verdict}
 
 
 def trial(fault: str, down_after_ms: int) -> dict[str, Any]:
@@ -174,16 +177,19 @@ def main(argv: list[str] | None = None) -> int:
             results[fault].append(r)
             print(f"  trial {i + 1} {fault:<8} silence {r['silence']:7.0f} ms  refused "
                   f"{r['refused']:3d}  audio {r['audio']:6.0f} ms  next turn {r['next']:5.0f} ms"
-                  f"  intact {r['intact']}", flush=True)
+                  f"  repaired {'yes' if r['repaired'] else 'no ':<3}  intact {r['intact']}",
+                  flush=True)
     print()
     print(f"  {'fault':<8} {'silence (ms)':>13} {'refused':>8} {'audio (ms)':>11} "
-          f"{'next turn (ms)':>15}  intact")
+          f"{'next turn (ms)':>15} {'repaired':>9}  intact")
     for fault, rs in results.items():
         med = {k: statistics.median(r[k] for r in rs) for k in ("silence", "refused", "audio",
                                                                  "next")}
         ok = all(r["intact"] == "yes" for r in rs)
+        repaired = f"{sum(r['repaired'] for r in rs)}/{len(rs)}"
         print(f"  {fault:<8} {med['silence']:>13.0f} {med['refused']:>8.0f} "
-              f"{med['audio']:>11.0f} {med['next']:>15.0f}  {'yes' if ok else 'NO'}")
+              f"{med['audio']:>11.0f} {med['next']:>15.0f} {repaired:>9}  "
+              f"{'yes' if ok else 'NO'}")
     if "none" in results:
         base = statistics.median(r["silence"] for r in results["none"])
         for fault in faults:
