@@ -20,13 +20,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
 from gateway.metrics import Metrics
+
+if TYPE_CHECKING:
+    from gateway.gateway import Gateway
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +46,24 @@ def _sendable(code: int) -> int:
     frame) becomes 1001 "going away", which the owner treats as a drop."""
     return code if code in (1000, 1001, 1002, 1003) or 1007 <= code <= 1014 \
         or 3000 <= code <= 4999 else 1001
+
+
+async def served_by_owner(ws: WebSocket, gateway: Gateway, session_id: str, path: str,
+                          headers: Mapping[str, str], first: Sequence[str]) -> bool:
+    """Serve ``ws`` through the session's live owner on another process, if it has
+    one this process can reach: ``path`` (with its query) on the owner's advertised
+    address, the ``first`` messages already read here sent ahead. True once done."""
+    if RELAYED_BY_HEADER in ws.headers:
+        return False  # relayed here already: never twice
+    address = await gateway.owner_elsewhere(session_id)
+    if address is None:
+        return False
+    owner = await open_to_owner(f"{address.rstrip('/')}{path}", session_id,
+                                relayed_by=gateway.owner, headers=dict(headers))
+    if owner is None:
+        return False
+    await relay(ws, owner, first, gateway.metrics)
+    return True
 
 
 async def open_to_owner(url: str, session_id: str, *, relayed_by: str,

@@ -210,24 +210,14 @@ async def _relayed_to_owner(ws: WebSocket, gateway: Gateway, sid: str, first: st
                             beta: bool) -> bool:
     """Serve the resume through the session's live owner on another process, if it
     has one this process can reach (``gateway.owner_relay``); True once done."""
-    if owner_relay.RELAYED_BY_HEADER in ws.headers:
-        return False  # relayed here already: never twice
-    address = await gateway.owner_elsewhere(sid)
-    if address is None:
-        return False
     query = {"resume": sid}
     if "resumable" in ws.query_params:
         query["resumable"] = ws.query_params["resumable"]
     headers = {"OpenAI-Beta": "realtime=v1"} if beta else {}
     if gateway.config.api_key is not None:
         headers["Authorization"] = f"Bearer {gateway.config.api_key}"
-    owner = await owner_relay.open_to_owner(
-        f"{address.rstrip('/')}/v1/realtime?{urlencode(query)}", sid,
-        relayed_by=gateway.owner, headers=headers)
-    if owner is None:
-        return False
-    await owner_relay.relay(ws, owner, [first], gateway.metrics)
-    return True
+    return await owner_relay.served_by_owner(ws, gateway, sid, f"/v1/realtime?{urlencode(query)}",
+                                             headers, [first])
 
 
 async def _read(ws: WebSocket, runner: SessionRunner, attachment: WsAttachment,

@@ -33,7 +33,7 @@ from duplex import commands as c
 from duplex.errors import CapacityError, DuplexError
 from duplex.store.client import connect
 from gateway.config import GatewayConfig
-from gateway.owner_relay import RELAYED_BY_HEADER, open_to_owner, relay
+from gateway.owner_relay import RELAYED_BY_HEADER, served_by_owner
 from gateway.telephony.attachment import TwilioAttachment, submit
 from gateway.telephony.calls import Binding, CallRegistry
 from gateway.telephony.security import (
@@ -268,18 +268,8 @@ async def _relayed_to_owner(ws: WebSocket, gateway: Gateway, bridge: TwilioBridg
                             sid: str, first: list[str]) -> bool:
     """A second stream of a call whose session lives on another process: relay it
     there (``gateway.owner_relay``) rather than fork or take the call over."""
-    if RELAYED_BY_HEADER in ws.headers:
-        return False  # relayed here already: never twice
-    address = await gateway.owner_elsewhere(sid)
-    if address is None:
-        return False
     headers = {RELAY_PROOF_HEADER: relay_proof(await bridge.secret(), gateway.owner)}
-    owner = await open_to_owner(f"{address.rstrip('/')}{STREAM_PATH}", sid,
-                                relayed_by=gateway.owner, headers=headers)
-    if owner is None:
-        return False
-    await relay(ws, owner, first, gateway.metrics)
-    return True
+    return await served_by_owner(ws, gateway, sid, STREAM_PATH, headers, first)
 
 
 async def _open(ws: WebSocket, gateway: Gateway, bridge: TwilioBridge,

@@ -267,6 +267,14 @@ async def journal(url: str, session_id: str, after: int = 0) -> list[tuple[int, 
     return [(int(entry_id.split("-")[0]), fields["event"]) for entry_id, fields in entries]
 
 
+async def assert_journaled(url: str, session_id: str, messages: list[Msg]) -> None:
+    """Every seq'd message is in the journal of the Redis at ``url``, byte for byte."""
+    kept = dict(await journal(url, session_id))
+    for m in messages:
+        if m.seq is not None:
+            assert kept.get(m.seq) == m.raw, f"seq {m.seq} is not journaled at {url}"
+
+
 async def meta(url: str, session_id: str) -> dict[str, str]:
     """The session's lease record, straight from the Redis at ``url``."""
     r = aioredis.from_url(url, decode_responses=True, protocol=2)

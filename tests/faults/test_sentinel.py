@@ -18,8 +18,8 @@ from fault_helpers import (
     GatewayFactory,
     Stream,
     assert_errors_unjournaled,
+    assert_journaled,
     assert_ordered_exactly_once,
-    journal,
     meta,
     resume,
     seqs,
@@ -55,10 +55,8 @@ async def test_a_session_survives_the_primary_failing_over(
     promoted = await asyncio.to_thread(replicated.wait_failover)
     m = await meta(promoted.url, sid)
     assert (m["state"], m["incarnation"]) == ("open", "1")
-    kept = dict(await journal(promoted.url, sid))
-    for got in s.messages:  # the new primary holds every event the client was sent
-        if got.seq is not None:
-            assert kept.get(got.seq) == got.raw, f"seq {got.seq} lost in the failover"
+    # the new primary holds every event the client was sent
+    await assert_journaled(promoted.url, sid, s.messages)
 
     # the same socket goes on: the gateway finds the new primary by itself
     async def acknowledged() -> bool:
@@ -95,10 +93,8 @@ async def test_the_gateway_leaves_a_deposed_primary_before_sentinel_demotes_it(
 
     await turn_completes(s, turn=2)
     assert replicated.role(deposed) == "master", "Sentinel demoted it first: nothing tested"
-    kept = dict(await journal(promoted.url, sid))
-    for got in s.messages:  # every event the client was sent is on the new primary
-        if got.seq is not None:
-            assert kept.get(got.seq) == got.raw, f"seq {got.seq} not on the new primary"
+    # the new primary holds every event the client was sent
+    await assert_journaled(promoted.url, sid, s.messages)
     assert_ordered_exactly_once([m for m in s.messages if m.code is None])
     await s.close()
 
@@ -135,8 +131,7 @@ async def test_events_short_of_a_replica_reach_the_client_once_a_replica_has_the
     ok = [m for m in s.messages if m.code is None]
     assert_ordered_exactly_once(ok)  # what landed unacknowledged came late, not never
     for replica in replicated.replicas:
-        held = dict(await journal(replica.url, sid))
-        assert all(held.get(m.seq) == m.raw for m in ok if m.seq is not None)
+        await assert_journaled(replica.url, sid, ok)
     await s.close()
 
 
