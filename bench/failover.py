@@ -2,6 +2,7 @@
 with no failover, measured in the same run.
 
     .venv/bin/python bench/failover.py [--quick] [--trials N] [--down-after-ms MS]
+                                      [--faults none,crash,deposed]
 
 Each trial starts a primary, two replicas and a Sentinel (``tests/redis_server.py``:
 real valkey/redis processes on 127.0.0.1) and one tone gateway on their
