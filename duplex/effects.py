@@ -1,7 +1,11 @@
 """What the session core asks its runner to do: commands it pulls after each input.
 
 The runner executes them in order. ``Emit`` events are stamped with
-``server_event_seq``, journaled, then sent (I4).
+``server_event_seq``, journaled, then sent (I4). ``SaveItem``/``ForgetItem``/
+``SaveConfig`` are history and config writes. The rest (``PlanEffect``) are what
+the model must hear of the conversation; the plugin's plan
+(``plugins.base.StagePlan``) turns each into stage submissions, so the core and
+the runner name no stage.
 """
 
 from __future__ import annotations
@@ -51,6 +55,15 @@ class AbortEpoch:
 
 
 @dataclass(frozen=True, slots=True)
+class ContextChanged:
+    """The model's context changed outside a turn: new ``instructions`` (None: as
+    they were) and/or ``items`` added by the client, as ``(role, text)``."""
+
+    instructions: str | None = None
+    items: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class SaveItem:
     item_id: str
     item: Event
@@ -67,5 +80,5 @@ class SaveConfig:
     pass
 
 
-Effect = Emit | CommitAudio | DiscardAudio | StartResponse | AbortEpoch | SaveItem | ForgetItem | \
-    SaveConfig
+PlanEffect = CommitAudio | DiscardAudio | StartResponse | AbortEpoch | ContextChanged
+Effect = Emit | PlanEffect | SaveItem | ForgetItem | SaveConfig

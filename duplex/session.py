@@ -115,8 +115,11 @@ class SessionCore:
 
     def update_session(self, cmd: c.UpdateSession) -> None:
         self._require_open()
+        before = self.config.instructions
         self.config = apply_update(self.config, cmd.session)
         self._effects.append(fx.SaveConfig())
+        if self.config.instructions != before:  # they apply from the next reply
+            self._effects.append(fx.ContextChanged(instructions=self.config.instructions))
         self._emit(E.SESSION_UPDATED, session=self.session_object())
 
     def dtmf_received(self, cmd: c.DtmfReceived) -> None:
@@ -174,13 +177,14 @@ class SessionCore:
         self._commit(respond=td is not None and td.create_response, by_vad=True)
 
     def commit(self, cmd: c.CommitInput) -> None:
+        """A client commit never starts a response, in server_vad mode too (as
+        OpenAI does): ``create_response`` governs VAD commits only."""
         self._require_open()
         if self.input.ms < MIN_COMMIT_MS:
             raise InvalidRequest(
                 f"buffer too small: {self.input.ms:.0f} ms of audio, at least "
                 f"{MIN_COMMIT_MS:.0f} ms needed", code="input_audio_buffer_commit_empty")
-        self._commit(respond=self.config.turn_detection is not None
-                     and self.config.turn_detection.create_response, by_vad=False)
+        self._commit(respond=False, by_vad=False)
 
     def _commit(self, *, respond: bool, by_vad: bool) -> None:
         item_id = self._input_item_id()
@@ -404,6 +408,9 @@ class SessionCore:
                     status="completed")
         self._insert(item_id, item, previous)
         self._effects.append(fx.SaveItem(item_id, item, previous))
+        text = ev.item_text(item)
+        if text:  # the model hears it before the next reply
+            self._effects.append(fx.ContextChanged(items=((role, text),)))
         after = previous if previous is not None else self._before(item_id)
         self._emit(E.ITEM_ADDED, previous_item_id=after, item=item)
         self._emit(E.ITEM_DONE, previous_item_id=after, item=item)

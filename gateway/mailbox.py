@@ -1,7 +1,14 @@
-"""A session's ordered mailbox with lanes: control before events before media (I7).
+"""A session's ordered mailbox with lanes (I7: control beats media).
 
-Within a lane order is first-in first-out. Each lane is bounded; a full lane
-raises ``CapacityError`` to the producer instead of growing (I8).
+Lanes are served in order: urgent before control before events before media.
+Within a lane order is first-in first-out, with one exception: a command that
+must not wait behind the user's audio (``response.cancel``, ``session.close``)
+goes ahead of the audio appends queued at the end of the control lane, and no
+further (it never overtakes a commit, a ``response.create`` or anything else
+whose meaning depends on order). Every lane but the urgent one is bounded; a
+full lane raises ``CapacityError`` to the producer instead of growing (I8). The
+urgent lane carries only the runner's own items (attach, detach, close, lease
+news), at most a few per attachment.
 """
 
 from __future__ import annotations
@@ -9,15 +16,17 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from duplex.errors import CapacityError
 
 
 class Lane(enum.IntEnum):
-    CONTROL = 0  # client commands, failures, close
-    EVENTS = 1  # unpaced stage output (transcripts)
-    MEDIA = 2  # paced reply audio
+    URGENT = 0  # attach, detach, close, token confirmations: never refused
+    CONTROL = 1  # client commands, failures
+    EVENTS = 2  # unpaced stage output (transcripts)
+    MEDIA = 3  # paced reply audio
 
 
 class Mailbox:
@@ -27,18 +36,31 @@ class Mailbox:
         self._ready = asyncio.Event()
 
     def put(self, lane: Lane, item: Any) -> None:
+        self._check_room(lane)
+        self._lanes[lane].append(item)
+        self._ready.set()
+
+    def put_ahead(self, lane: Lane, item: Any, *, of: Callable[[Any], bool]) -> None:
+        """Queue ``item`` ahead of the run of items at the lane's end for which
+        ``of(item)`` holds (behind everything else)."""
+        self._check_room(lane)
         queue = self._lanes[lane]
-        if len(queue) >= self._limits[lane]:
-            raise CapacityError(f"session {lane.name.lower()} queue is full",
-                                code="input_backpressure" if lane is Lane.CONTROL
-                                else "output_backpressure")
-        queue.append(item)
+        at = len(queue)
+        while at and of(queue[at - 1]):
+            at -= 1
+        queue.insert(at, item)
         self._ready.set()
 
     def put_urgent(self, item: Any) -> None:
-        """A control item that must never be refused (close, detach, attach)."""
-        self._lanes[Lane.CONTROL].append(item)
+        """An item that must never be refused or wait (close, detach, attach)."""
+        self._lanes[Lane.URGENT].append(item)
         self._ready.set()
+
+    def _check_room(self, lane: Lane) -> None:
+        if len(self._lanes[lane]) >= self._limits[lane]:
+            raise CapacityError(f"session {lane.name.lower()} queue is full",
+                                code="input_backpressure" if lane is Lane.CONTROL
+                                else "output_backpressure")
 
     def drain(self, lane: Lane) -> list[Any]:
         items = list(self._lanes[lane])

@@ -17,10 +17,9 @@ import json
 import logging
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 from duplex import commands as c
 from duplex import effects as fx
@@ -41,7 +40,7 @@ from gateway.audio_io import AudioIO
 from gateway.emitter import Attachment, Emitter, dumps
 from gateway.mailbox import Lane, Mailbox
 from gateway.metrics import Metrics
-from orchestrator.duplex import DuplexOrchestrator, request_id
+from orchestrator.duplex import DuplexOrchestrator
 from orchestrator.engine import StageOutput
 from plugins import base as pb
 
@@ -49,6 +48,10 @@ log = logging.getLogger(__name__)
 
 MAX_UNSAVED = 256  # history/config writes held while Redis is away
 LINGER_S = 2.0  # after the terminal, late commands are refused this long, then close
+# Commands that do not wait behind queued user audio (I7): what they do does not
+# depend on that audio, and a user who cancels should not wait for it.
+OVERTAKE_AUDIO = (c.CancelResponse, c.ClearOutputAudio, c.CloseSession)
+DEFAULT_PREFIX_MS = 300  # speech kept for a barge-in's new epoch without server VAD
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +64,7 @@ class _Delta:
 class _Failure:
     fence: Fence
     message: str
+    stage: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +101,31 @@ class _Recovered:
     lost_response_id: str | None
 
 
+def _is_audio(item: Any) -> bool:
+    return isinstance(item, c.AppendAudio)
+
+
+class _CoreView:
+    """The session as its plugin's plan sees it (``plugins.base.SessionView``)."""
+
+    __slots__ = ("_core",)
+
+    def __init__(self, core: SessionCore) -> None:
+        self._core = core
+
+    @property
+    def instructions(self) -> str:
+        return self._core.config.instructions
+
+    @property
+    def prefix_padding_ms(self) -> int:
+        td = self._core.config.turn_detection
+        return td.prefix_padding_ms if td is not None else DEFAULT_PREFIX_MS
+
+    def history(self) -> tuple[pb.HistoryItem, ...]:
+        return tuple(pb.HistoryItem(role, text) for role, text in self._core.history() if text)
+
+
 @dataclass(frozen=True, slots=True)
 class RunnerLimits:
     lead_ms: float = 500.0
@@ -124,21 +153,17 @@ class SessionRunner:
         self._vad_config = core.config.turn_detection
         if self._vad_config is not None:
             self.vad = plugin.create_vad(self._vad_config)
-        self.mailbox = Mailbox({Lane.CONTROL: limits.max_pending_commands,
+        self.mailbox = Mailbox({Lane.URGENT: 0, Lane.CONTROL: limits.max_pending_commands,
                                 Lane.EVENTS: limits.max_pending_events,
                                 Lane.MEDIA: limits.max_pending_audio})
         self._audio_lane: deque[_Delta] = deque()
         self._audio_ready = asyncio.Event()
         self._pacer = Pacer(limits.lead_ms)
-        self._unit: list[np.ndarray[Any, np.dtype[np.int16]]] = []
-        self._unit_samples = caps.input_rate * caps.unit_ms // 1000
-        self._unit_len = 0
-        self._prefix: deque[np.ndarray[Any, np.dtype[np.int16]]] = deque()
-        self._prefix_samples = 0
+        self.plan = plugin.plan()  # which stage hears what: the plugin's to say
+        self._view = _CoreView(core)
         self._turn_ended_at: float | None = None
         self._timings: dict[str, float] = {}
         self._renewed_at = 0.0
-        self._thinker_instructions = ""  # what the epoch's thinker request was told
         self._unsaved: deque[fx.SaveItem | fx.ForgetItem | fx.SaveConfig] = deque()
         self.recovery: dict[str, Any] | None = None  # said in the next session.resumed
         self.record: SessionRecord | None = None  # as restored from Redis, if it was
@@ -154,8 +179,13 @@ class SessionRunner:
     # -- inputs from the socket and the orchestrator ----------------------------------
 
     def submit(self, cmd: c.Command) -> None:
-        """Queue a client command; raises ``CapacityError`` when the session is flooded."""
-        self.mailbox.put(Lane.CONTROL, cmd)
+        """Queue a client command; raises ``CapacityError`` when the session is flooded.
+
+        A cancel or close goes ahead of the audio still queued (I7)."""
+        if isinstance(cmd, OVERTAKE_AUDIO):
+            self.mailbox.put_ahead(Lane.CONTROL, cmd, of=_is_audio)
+        else:
+            self.mailbox.put(Lane.CONTROL, cmd)
 
     def report(self, error: DuplexError) -> None:
         """Queue an error for the client, in order with the events before it."""
@@ -206,10 +236,10 @@ class SessionRunner:
                 self._audio_lane.append(item)
                 self._audio_ready.set()
             else:
-                self._put(Lane.CONTROL, _Failure(out.fence, "output_backpressure"))
+                self._put(Lane.CONTROL, _Failure(out.fence, "output_backpressure", out.stage))
 
-    def on_stage_failure(self, fence: Fence, message: str) -> None:
-        self._put(Lane.CONTROL, _Failure(fence, message))
+    def on_stage_failure(self, fence: Fence, message: str, stage: int) -> None:
+        self._put(Lane.CONTROL, _Failure(fence, message, stage))
 
     def _put(self, lane: Lane, item: Any) -> None:
         try:
@@ -291,6 +321,7 @@ class SessionRunner:
                 await self.shutdown(item.reason, terminal=item.terminal)
                 return
             case _Failure():
+                self.plan.stage_failed(item.stage)
                 self.core.stage_failed(item.fence.with_turn(self.core.fence.turn_id),
                                        item.message)
             case _Delta():
@@ -328,11 +359,9 @@ class SessionRunner:
 
     def note_stage_latency(self, stage: int, seconds: float) -> None:
         """A stage's time from an input to its first output (for ``timings_ms``)."""
-        if self._turn_ended_at is None or stage == 0:
-            return
-        name = ("think_first_output" if stage == 1 else
-                f"{self.plugin.capabilities.stage_names[stage]}_first_output")
-        self._timings.setdefault(name, 1000 * seconds)
+        name = self.plan.reply_timings.get(stage)
+        if self._turn_ended_at is not None and name is not None:
+            self._timings.setdefault(name, 1000 * seconds)
 
     def _start_turn_clock(self) -> None:
         self._turn_ended_at = time.monotonic()
@@ -360,45 +389,12 @@ class SessionRunner:
                 else:
                     self.core.speech_stopped(vad_event.audio_ms)
                 await self._run_effects()
-        self._remember_prefix(pcm)
-        self._unit.append(pcm)
-        self._unit_len += len(pcm)
-        if self._unit_len >= self._unit_samples:
-            await self._flush_unit()
+        await self._submit(self.plan.audio(pcm, self._view))
 
-    def _remember_prefix(self, pcm: np.ndarray[Any, np.dtype[np.int16]]) -> None:
-        td = self.core.config.turn_detection
-        keep = self.plugin.capabilities.input_rate * (td.prefix_padding_ms if td else 300) // 1000
-        self._prefix.append(pcm)
-        self._prefix_samples += len(pcm)
-        while self._prefix_samples - len(self._prefix[0]) >= keep:
-            self._prefix_samples -= len(self._prefix.popleft())
-
-    async def _flush_unit(self) -> None:
-        if not self._unit:
-            return
-        pcm = np.concatenate(self._unit)
-        self._unit, self._unit_len = [], 0
-        await self._stage0(pb.AudioUnit(pcm))
-
-    async def _stage0(self, payload: Any) -> None:
-        await self._ensure_thinker()
-        await self.orch.submit(0, self.core.fence, payload)
-
-    async def _ensure_thinker(self) -> None:
-        """The epoch's thinker request starts from the honest history (I6)."""
-        instructions = self.core.config.instructions
-        if self.orch.is_live(request_id(self.core.fence, 1)):
-            if instructions != self._thinker_instructions:
-                # session.update applies to the next reply, even within an epoch
-                self._thinker_instructions = instructions
-                await self.orch.submit(1, self.core.fence,
-                                       self.plugin.context(instructions, ()))
-            return
-        history = tuple(pb.HistoryItem(role, text) for role, text in self.core.history()
-                        if text)
-        self._thinker_instructions = instructions
-        await self.orch.submit(1, self.core.fence, self.plugin.context(instructions, history))
+    async def _submit(self, submissions: Sequence[pb.Submit]) -> None:
+        """Execute the plan: each payload goes to its stage's request of the live epoch."""
+        for sub in submissions:
+            await self.orch.submit(sub.stage, self.core.fence, sub.payload)
 
     # -- effects -------------------------------------------------------------------
 
@@ -422,23 +418,15 @@ class SessionRunner:
 
     async def _execute(self, effect: fx.Effect) -> None:
         match effect:
-            case fx.CommitAudio():
-                await self._flush_unit()
-                if effect.respond:
+            case fx.CommitAudio() | fx.DiscardAudio() | fx.StartResponse() | fx.ContextChanged():
+                if isinstance(effect, fx.StartResponse) or (
+                        isinstance(effect, fx.CommitAudio) and effect.respond):
                     self._start_turn_clock()
-                await self._stage0(pb.CommitTurn(effect.fence.turn_id, effect.item_id,
-                                                 effect.respond))
-            case fx.DiscardAudio():
-                self._unit, self._unit_len = [], 0
-                if self.orch.is_live(request_id(self.core.fence, 0)):
-                    await self._stage0(pb.DiscardAudio())
-            case fx.StartResponse():
-                self._start_turn_clock()
-                await self._ensure_thinker()
-                await self.orch.submit(1, self.core.fence, pb.Respond(
-                    effect.fence.turn_id, effect.response_id, effect.instructions))
+                await self._submit(self.plan.effect(effect, self._view))
             case fx.AbortEpoch():
                 await self._abort_epoch(effect.cancelled)
+                if not self.core.closed:  # the new epoch starts where the plan says
+                    await self._submit(self.plan.effect(effect, self._view))
             case fx.SaveItem() | fx.ForgetItem() | fx.SaveConfig():
                 self._unsaved.append(effect)
                 await self._save()
@@ -481,8 +469,6 @@ class SessionRunner:
                                         self.emitter.incarnation, cancelled.epoch)
         except StoreUnavailable as exc:
             log.warning("session %s: epoch bump not persisted: %s", self.session_id, exc)
-        if self._prefix and not self.core.closed:
-            await self._stage0(pb.AudioUnit(np.concatenate(list(self._prefix))))
 
     # -- pacing --------------------------------------------------------------------
 
@@ -620,8 +606,11 @@ class SessionRunner:
         self._finish()
 
     async def _refuse_queued(self) -> None:
-        """Whatever the client sent after the end gets a clear refusal, with its id."""
-        for item in self.mailbox.drain(Lane.CONTROL):
+        """Whatever the client sent after the end gets a clear refusal, with its id
+        (audio needs none: an append has no answer)."""
+        for item in [*self.mailbox.drain(Lane.URGENT), *self.mailbox.drain(Lane.CONTROL)]:
+            if isinstance(item, c.AppendAudio):
+                continue
             if isinstance(item, c.Command):
                 await self.emitter.send_unjournaled(SessionStateError(
                     "the session is closed", code="session_closed", event_id=item.event_id))

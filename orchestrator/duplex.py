@@ -32,7 +32,9 @@ class SessionSink(Protocol):
         """Enqueue (never handle inline) a visible, fence-checked output."""
         ...
 
-    def on_stage_failure(self, fence: Fence, message: str) -> None: ...
+    def on_stage_failure(self, fence: Fence, message: str, stage: int) -> None:
+        """``stage``'s request of ``fence``'s epoch failed and was aborted."""
+        ...
 
 
 def request_id(fence: Fence, stage: int) -> str:
@@ -105,13 +107,15 @@ class DuplexOrchestrator(Orchestrator):
         await self.abort([out.request_id])
         if isinstance(exc, FenceError) or state is None:
             return
-        self._fail_session(state.binding, f"stage {out.stage} forward failed: {exc!r}")
+        # the next stage could not take the input: its request is the one in doubt
+        self._fail_session(state.binding, f"stage {out.stage} forward failed: {exc!r}",
+                           out.stage + 1)
 
     async def _on_stage_error(self, out: StageOutput, state: RequestState) -> None:
         await self.abort([out.request_id])
-        self._fail_session(state.binding, f"stage {out.stage} failed: {out.error}")
+        self._fail_session(state.binding, f"stage {out.stage} failed: {out.error}", out.stage)
 
-    def _fail_session(self, fence: Fence, message: str) -> None:
+    def _fail_session(self, fence: Fence, message: str, stage: int) -> None:
         sink = self.sessions.get(fence.session_id)
         if sink is not None and is_current_epoch(sink.current_fence(), fence):
-            sink.on_stage_failure(fence, message)
+            sink.on_stage_failure(fence, message, stage)

@@ -2,10 +2,12 @@
 
 A plugin declares its capabilities, builds one ``StageModel`` per stage (run by
 the orchestrator's engines, off the event loop), gives each session a voice
-activity detector, and projects stage outputs into client-visible deltas.
+activity detector and a ``StagePlan`` (which stage hears what), and projects
+stage outputs into client-visible deltas.
 
-Stage payloads are plugin-private: the orchestrator routes them opaquely. The
-only shared vocabulary is below.
+Stage payloads are plugin-private: the orchestrator routes them opaquely. What
+the core asks for is ``duplex.effects`` (a plan may hand those effects to its
+stages as they are); the rest of the shared vocabulary is below.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from duplex.config import TurnDetection
+from duplex.effects import PlanEffect
 from duplex.fence import Fence
 
 Pcm = npt.NDArray[np.int16]
@@ -34,37 +37,71 @@ class Capabilities:
     stage_names: tuple[str, ...] = ("listen", "think", "speak")
 
 
-# -- payloads the session runner hands to stages ---------------------------------
+# -- the plan: how a session's conversation becomes stage submissions -------------
 
 
 @dataclass(frozen=True, slots=True)
 class AudioUnit:
-    """A unit of user audio for stage 0."""
+    """A unit of user audio (at ``input_rate``) for the stage that listens."""
 
     pcm: Pcm
 
 
 @dataclass(frozen=True, slots=True)
-class CommitTurn:
-    """The user's turn ``turn_id`` ended (VAD or client commit)."""
+class Submit:
+    """Feed ``payload`` to the session's resumable request at ``stage`` (the
+    runner binds it to the live fence: ``submit_initial`` for an epoch's first
+    payload of that stage, ``submit_update`` after)."""
 
-    turn_id: int
-    item_id: str
-    respond: bool  # the thinker should answer right away
-
-
-@dataclass(frozen=True, slots=True)
-class DiscardAudio:
-    """``input_audio_buffer.clear``: forget the uncommitted user audio."""
+    stage: int
+    payload: Any
 
 
-@dataclass(frozen=True, slots=True)
-class Respond:
-    """``response.create`` with no new input: answer the conversation so far."""
+class SessionView(Protocol):
+    """What a plan may read of its session when it plans (the runner's answers)."""
 
-    turn_id: int
-    response_id: str
-    instructions: str | None = None
+    @property
+    def instructions(self) -> str: ...
+
+    @property
+    def prefix_padding_ms(self) -> int:
+        """Audio kept from before speech started, re-fed after a barge-in."""
+        ...
+
+    def history(self) -> Sequence[HistoryItem]:
+        """The honest history (I6), oldest first, items with words only."""
+        ...
+
+
+class StagePlan(Protocol):
+    """One session's plan, built by ``DuplexModelPlugin.plan``: the only place
+    that knows which stage hears what. It turns the user's audio and the core's
+    plan effects (``duplex.effects.PlanEffect``: commit, discard, start
+    response, abort epoch, context change) into ``Submit``s, which the runner
+    executes in order. Every response must be built from every turn committed
+    before the effect that started it (I9): a plan keeps that order, e.g. by
+    sending everything through the stage that listens.
+
+    ``reply_timings`` names the stages whose first output after an input is a
+    reply timing (``response.done``'s ``timings_ms``: ``<name>`` → ms).
+    """
+
+    @property
+    def reply_timings(self) -> Mapping[int, str]: ...
+
+    def audio(self, pcm: Pcm, view: SessionView) -> Sequence[Submit]:
+        """User audio at the plugin's ``input_rate``, as it arrives."""
+        ...
+
+    def effect(self, effect: PlanEffect, view: SessionView) -> Sequence[Submit]:
+        """A plan effect; ``AbortEpoch`` comes after the old epoch's requests
+        were aborted, so what it returns starts the new epoch."""
+        ...
+
+    def stage_failed(self, stage: int) -> None:
+        """``stage``'s request of the live epoch failed and was aborted; the next
+        submission to it starts a new request (which may need its context again)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,9 +112,10 @@ class HistoryItem:
 
 @dataclass(frozen=True, slots=True)
 class Context:
-    """First payload of a thinker request: the honest history and instructions."""
+    """A thinker's context: its first payload (the instructions and the honest
+    history), or later what changed (``instructions`` None: as they were)."""
 
-    instructions: str
+    instructions: str | None
     items: tuple[HistoryItem, ...] = ()
 
 
@@ -207,7 +245,9 @@ class DuplexModelPlugin(Protocol):
         """Client-visible meaning of a ``visible`` output of ``stage``."""
         ...
 
-    def context(self, instructions: str, history: Sequence[HistoryItem]) -> Context: ...
+    def plan(self) -> StagePlan:
+        """A new session's plan (one per session, called on the event loop)."""
+        ...
 
 
 @dataclass(slots=True)

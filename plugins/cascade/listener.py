@@ -7,8 +7,9 @@ but not through its ``transcribe()``: the features are padded to
 threefold. Less than 10 s makes the decoder loop on short utterances.
 
 ``ListenerModel`` is the ``StageModel``: ``AudioUnit`` appends (keeping the
-last 30 s), ``DiscardAudio`` forgets, ``CommitTurn`` transcribes and yields one
-``UserTurn``. Before the model runs, the silence around the speech is cut
+last 30 s), ``DiscardAudio`` forgets, ``CommitAudio`` transcribes and yields one
+``UserTurn``, and a ``Relay`` is passed on to the thinker in its place (I9).
+Before the model runs, the silence around the speech is cut
 away by frame energy (the buffer holds everything since the last commit,
 pauses included), and a turn with less than 250 ms between its first and last
 loud frame is not transcribed at all (Whisper makes words of clicks): its text
@@ -28,9 +29,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from duplex import effects as fx
 from duplex.fence import Fence
-from plugins.base import AudioUnit, CommitTurn, DiscardAudio, Pcm, StageResult
+from plugins.base import AudioUnit, Pcm, StageResult
 from plugins.cascade.payloads import UserTurn
+from plugins.listen_think_speak import Relay, relay
 
 RATE = 16000
 MAX_TURN_S = 30  # Whisper's window; older audio of a turn is dropped
@@ -235,12 +238,14 @@ class ListenerModel:
     def step(self, state: ListenState, payload: object) -> Iterator[StageResult]:
         if isinstance(payload, AudioUnit):
             state.append(payload.pcm)
-        elif isinstance(payload, CommitTurn):
+        elif isinstance(payload, fx.CommitAudio):
             text = self.transcribe(state.take())
-            yield StageResult(UserTurn(payload.turn_id, payload.item_id, text, payload.respond),
-                              segment_finished=True, visible=True)
-        elif isinstance(payload, DiscardAudio):
+            turn = UserTurn(payload.fence.turn_id, payload.item_id, text, payload.respond)
+            yield StageResult(turn, segment_finished=True, visible=True)
+        elif isinstance(payload, fx.DiscardAudio):
             state.clear()
+        elif isinstance(payload, Relay):
+            yield from relay(payload)
         else:
             raise TypeError(f"cascade listener cannot take {type(payload).__name__}")
 

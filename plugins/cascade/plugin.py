@@ -25,13 +25,12 @@ from typing import Any
 from duplex.config import TurnDetection
 from plugins.base import (
     Capabilities,
-    Context,
     Delta,
-    HistoryItem,
     InProcessStage,
     Progress,
     ResumableLlmStage,
     Stage,
+    StagePlan,
     VoiceActivityDetector,
 )
 from plugins.cascade import projection
@@ -39,6 +38,7 @@ from plugins.cascade.listener import ListenerModel, WhisperAsr
 from plugins.cascade.talker import PiperTts, TalkerModel
 from plugins.cascade.thinker import ENGINE_ARGS, SAMPLING, ThinkerAdapter
 from plugins.cascade.vad import SileroVad, load_model
+from plugins.listen_think_speak import ListenThinkSpeakPlan
 
 LISTEN_RATE = 16000
 SPEAK_RATE = 22050
@@ -106,5 +106,5 @@ class CascadePlugin:
     def project(self, stage: int, payload: Any) -> Sequence[Delta]:
         return projection.project(stage, payload)
 
-    def context(self, instructions: str, history: Sequence[HistoryItem]) -> Context:
-        return Context(instructions, tuple(history))
+    def plan(self) -> StagePlan:
+        return ListenThinkSpeakPlan(self.capabilities)

@@ -8,6 +8,8 @@ Payloads (what the session runner and the listener send):
 
 - ``Context(instructions, items)`` (first payload): the system prompt (the
   instructions, or ``DEFAULT_INSTRUCTIONS``) and the history turns. Context only.
+  A later ``Context`` adds its instructions (when not None) as a system turn
+  and its items as turns.
 - ``UserTurn(text, respond)``: the user's turn; with ``respond`` the assistant
   turn is opened and a reply generated. An assistant turn the context still
   holds open is closed first with ``<|im_end|>\\n``: vLLM drops the last
@@ -16,8 +18,9 @@ Payloads (what the session runner and the listener send):
   without the model (a 135M model answering nothing says something random;
   the fixed line is instant and honest). An empty turn without ``respond``
   adds nothing.
-- ``Respond(turn_id, response_id, instructions)``: open an assistant turn and
-  generate; ``instructions`` (when given) go in as a system turn just before.
+- ``duplex.effects.StartResponse(fence, response_id, instructions)``: open an
+  assistant turn and generate for ``fence.turn_id``; ``instructions`` (when
+  given) go in as a system turn just before.
 
 Output: the reply as ``Clause``es for the talker, cut at clause boundaries while
 it streams (``ClauseSplitter``), each ``StageResult(Clause, segment_finished=True,
@@ -38,9 +41,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from duplex import effects as fx
 from duplex.fence import Fence
 from orchestrator.vllm_engine import PromptChunk, VllmEngine, make_async_llm
-from plugins.base import Context, Respond, StageResult
+from plugins.base import Context, StageResult
 from plugins.cascade.payloads import Clause, UserTurn
 
 DEFAULT_INSTRUCTIONS = ("You are a friendly voice assistant. "
@@ -269,7 +273,7 @@ class ThinkerAdapter:
             return self._context(state, payload)
         if isinstance(payload, UserTurn):
             return self._user_turn(state, payload)
-        if isinstance(payload, Respond):
+        if isinstance(payload, fx.StartResponse):
             return self._respond(state, payload)
         raise TypeError(f"cascade thinker cannot take {type(payload).__name__}")
 
@@ -301,14 +305,14 @@ class ThinkerAdapter:
             return PromptChunk(head + body, tag=tag)
         return self._generating(state, head + body, tag)
 
-    def _respond(self, state: ThinkerState, respond: Respond) -> PromptChunk:
+    def _respond(self, state: ThinkerState, respond: fx.StartResponse) -> PromptChunk:
         seq = self._seq(state)
         head = self._prologue(state, seq, None)
         if respond.instructions:
             text = self.markup.scrub(respond.instructions).strip()
             if text:
                 head += self._add(state, "system", text, seq, droppable=False)
-        return self._generating(state, head, _Tag(seq, respond.turn_id))
+        return self._generating(state, head, _Tag(seq, respond.fence.turn_id))
 
     def _generating(self, state: ThinkerState, text: str, tag: _Tag) -> PromptChunk:
         state.assistant_open = True

@@ -13,19 +13,19 @@ from collections.abc import Sequence
 from duplex.config import TurnDetection
 from plugins.base import (
     Capabilities,
-    Context,
     Delta,
     EndOfResponse,
-    HistoryItem,
     InProcessStage,
     PluginStatus,
     Progress,
     Speech,
     Stage,
     StageModel,
+    StagePlan,
     Transcript,
     VoiceActivityDetector,
 )
+from plugins.listen_think_speak import ListenThinkSpeakPlan
 from plugins.tone.payloads import Heard, SpokenWord
 from plugins.tone.stages import ListenModel, SpeakModel, ThinkModel
 from plugins.tone.vad import EnergyVad
@@ -66,5 +66,5 @@ class TonePlugin:
                 return [payload]
         raise TypeError(f"tone stage {stage} has no visible output {type(payload).__name__}")
 
-    def context(self, instructions: str, history: Sequence[HistoryItem]) -> Context:
-        return Context(instructions, tuple(history))
+    def plan(self) -> StagePlan:
+        return ListenThinkSpeakPlan(self.capabilities)

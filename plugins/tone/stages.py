@@ -10,18 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from duplex import effects as fx
 from duplex.fence import Fence
-from plugins.base import (
-    AudioUnit,
-    CommitTurn,
-    Context,
-    DiscardAudio,
-    EndOfResponse,
-    HistoryItem,
-    Pcm,
-    Respond,
-    StageResult,
-)
+from plugins.base import AudioUnit, Context, EndOfResponse, HistoryItem, Pcm, StageResult
+from plugins.listen_think_speak import Relay, relay
 from plugins.tone import reply
 from plugins.tone.levels import Framer, frame_len, frame_powers, mean_square, threshold_dbfs
 from plugins.tone.payloads import Clause, Heard, SpokenWord
@@ -54,11 +46,13 @@ class ListenModel:
     def step(self, state: ListenState, payload: object) -> Iterator[StageResult]:
         if isinstance(payload, AudioUnit):
             self._count(state, state.framer.push(payload.pcm))
-        elif isinstance(payload, CommitTurn):
+        elif isinstance(payload, fx.CommitAudio):
             yield StageResult(self._commit(state, payload), segment_finished=True, visible=True)
-        elif isinstance(payload, DiscardAudio):
+        elif isinstance(payload, fx.DiscardAudio):
             state.framer.clear()
             state.speech_samples = 0
+        elif isinstance(payload, Relay):
+            yield from relay(payload)
         else:
             raise _unexpected("listen", payload)
 
@@ -69,7 +63,7 @@ class ListenModel:
         loud = frame_powers(frames) >= SPEECH_POWER
         state.speech_samples += int(np.count_nonzero(loud)) * frames.shape[-1]
 
-    def _commit(self, state: ListenState, turn: CommitTurn) -> Heard:
+    def _commit(self, state: ListenState, turn: fx.CommitAudio) -> Heard:
         # A trailing partial frame still counts, judged on its own.
         tail = state.framer.pending
         if tail.size:
@@ -77,8 +71,9 @@ class ListenModel:
         speech_ms = state.speech_samples * 1000 // self.rate
         state.framer.clear()
         state.speech_samples = 0
-        return Heard(turn.turn_id, turn.item_id, speech_ms, turn.respond,
-                     reply.transcript(turn.turn_id, speech_ms))
+        turn_id = turn.fence.turn_id
+        return Heard(turn_id, turn.item_id, speech_ms, turn.respond,
+                     reply.transcript(turn_id, speech_ms))
 
 
 # -- stage 1: think --------------------------------------------------------------
@@ -97,17 +92,18 @@ class ThinkModel:
 
     def step(self, state: ThinkState, payload: object) -> Iterator[StageResult]:
         if isinstance(payload, Context):
-            state.instructions = payload.instructions  # a later Context adds, keeps history
-            state.history += payload.items
+            if payload.instructions is not None:
+                state.instructions = payload.instructions
+            state.history += payload.items  # a later Context adds to the history
         elif isinstance(payload, Heard):
             state.heard = payload
             if payload.respond:
                 yield from _generate(payload.turn_id, payload.speech_ms, state.instructions)
-        elif isinstance(payload, Respond):
+        elif isinstance(payload, fx.StartResponse):
             speech_ms = state.heard.speech_ms if state.heard else 0
             instructions = state.instructions if payload.instructions is None \
                 else payload.instructions
-            yield from _generate(payload.turn_id, speech_ms, instructions)
+            yield from _generate(payload.fence.turn_id, speech_ms, instructions)
         else:
             raise _unexpected("think", payload)
 

@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pytest
+from effect_helpers import commit, discard
 
 from duplex.fence import Fence
-from plugins.base import AudioUnit, CommitTurn, DiscardAudio, Pcm, StageResult, Transcript
+from plugins.base import AudioUnit, Pcm, StageResult, Transcript
 from plugins.cascade.listener import (
     MAX_TURN_S,
     ListenerModel,
@@ -69,7 +70,7 @@ def run(listener: ListenerModel, state: ListenState, payloads: list[Any]) -> lis
 
 def turn(listener: ListenerModel, pcm: Pcm, turn_id: int = 3) -> UserTurn:
     state = listener.open(FENCE)
-    results = run(listener, state, [*units(pcm), CommitTurn(turn_id, f"item_{turn_id}", True)])
+    results = run(listener, state, [*units(pcm), commit(turn_id, respond=True)])
     assert len(results) == 1
     payload = results[0].payload
     assert isinstance(payload, UserTurn)
@@ -84,7 +85,7 @@ def test_commit_yields_one_visible_finished_user_turn() -> None:
     listener = ListenerModel(asr)
     state = listener.open(FENCE)
     results = run(listener, state, [*units(np.concatenate((silence(500), tone(800)))),
-                                    CommitTurn(7, "item_7", False)])
+                                    commit(7, respond=False)])
     assert results == [StageResult(UserTurn(7, "item_7", "hello there", False),
                                    segment_finished=True, visible=True)]
     assert len(asr.heard) == 1
@@ -116,8 +117,8 @@ def test_discard_forgets_the_uncommitted_audio() -> None:
     asr = FakeAsr()
     listener = ListenerModel(asr)
     state = listener.open(FENCE)
-    results = run(listener, state, [*units(tone(1000)), DiscardAudio(), *units(silence(500)),
-                                    CommitTurn(1, "item_1", True)])
+    results = run(listener, state, [*units(tone(1000)), discard(), *units(silence(500)),
+                                    commit(1, respond=True)])
     assert [r.payload.text for r in results] == [""]
     assert asr.heard == []
 
@@ -193,8 +194,8 @@ def test_discarded_speech_is_not_heard(asr: WhisperAsr, question: Pcm,
                                        say: Callable[[str], Pcm]) -> None:
     listener = ListenerModel(asr)
     state = listener.open(FENCE)
-    results = run(listener, state, [*units(question), DiscardAudio(),
-                                    *units(say("Good morning.")), CommitTurn(2, "item_2", True)])
+    results = run(listener, state, [*units(question), discard(),
+                                    *units(say("Good morning.")), commit(2, respond=True)])
     (result,) = results
     heard = words(result.payload.text)
     print(f"\n[cascade] after a discard: {result.payload.text!r}")

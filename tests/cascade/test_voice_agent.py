@@ -112,6 +112,37 @@ async def test_the_second_turn_can_refer_to_the_first(agent: GatewayProcess,
         await c.close()
 
 
+async def test_push_to_talk_replies_are_built_after_the_turn_is_heard(
+        agent: GatewayProcess, voice: Any) -> None:
+    """I9: commit and ``response.create`` back to back. Whisper takes longer over
+    a long turn than the thinker over its first clause, so a reply that did not
+    wait for the transcript would be heard before it; it must come after, and
+    answer the turn."""
+    c = await RealtimeClient.connect(agent.ws)
+    try:
+        await c.recv()
+        await c.send("session.update", session={"turn_detection": None, "instructions":
+                                                "You are a helpful assistant. Answer briefly."})
+        await c.until("session.updated")
+        for text in ("Please listen carefully, because I am going to tell you something "
+                     "important about my garden and the flowers in it. The secret word is "
+                     "pineapple.", "What is the secret word that I told you a moment ago?"):
+            start = len(c.events)
+            await c.append(say(voice, text))
+            await c.send("input_audio_buffer.commit")
+            await c.send("response.create")
+            done = await c.until("response.done", timeout=90)
+            events = c.events[start:]
+            types = [e["type"] for e in events]
+            heard = types.index("conversation.item.input_audio_transcription.completed")
+            assert heard < types.index("response.output_audio.delta"), types
+        assert "secret" in words(events[heard]["transcript"]), events[heard]
+        reply = done["response"]["output"][0]["content"][0]["transcript"]
+        assert "pineapple" in reply.lower(), reply
+    finally:
+        await c.close()
+
+
 async def test_barge_in_cancels_the_answer(agent: GatewayProcess, voice: Any) -> None:
     c = await RealtimeClient.connect(agent.ws)
     try:

@@ -74,7 +74,7 @@ class Sink:
     def on_stage_output(self, out: StageOutput) -> None:
         self.outputs.put_nowait(out)
 
-    def on_stage_failure(self, fence: Fence, message: str) -> None:
+    def on_stage_failure(self, fence: Fence, message: str, stage: int) -> None:
         self.failures.put_nowait(message)
 
 

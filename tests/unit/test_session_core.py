@@ -100,15 +100,29 @@ def test_commit_below_100ms_is_commit_empty(ms: float) -> None:
     assert core.items == {} and core.fence == F0
 
 
-def test_commit_at_100ms_with_vad_responds() -> None:
+def test_a_client_commit_in_server_vad_mode_does_not_respond() -> None:
+    """OpenAI: ``create_response`` governs VAD commits only; a client's commit
+    waits for its ``response.create``."""
     core = new_core()
+    assert core.config.turn_detection is not None
+    assert core.config.turn_detection.create_response
     core.audio_appended(MIN_COMMIT_MS)
     core.commit(c.CommitInput(None))
     effects = core.effects()
     assert names(effects)[:3] == [E.INPUT_COMMITTED, E.ITEM_ADDED, E.ITEM_DONE]
     (commit,) = only(effects, fx.CommitAudio)
+    assert commit.respond is False and commit.fence == F0
+    assert E.RESPONSE_CREATED not in names(effects)
+    assert core.response is None and core.input.ms == 0.0
+
+
+def test_a_vad_commit_responds() -> None:
+    core = new_core()
+    core.audio_appended(500.0)
+    core.speech_started(0)
+    core.speech_stopped(400)
+    (commit,) = only(core.effects(), fx.CommitAudio)
     assert commit.respond is True and commit.fence == Fence("s1", 1, 0, 1)
-    assert core.input.ms == 0.0
 
 
 def test_manual_commit_without_turn_detection_does_not_respond() -> None:
@@ -470,7 +484,8 @@ def test_create_items_and_insertion_order() -> None:
     core = new_core()
     core.create_item(c.CreateItem(None, user_msg("one", "a"), None))
     effects = core.effects()
-    assert kinds(effects) == ["SaveItem", E.ITEM_ADDED, E.ITEM_DONE]
+    assert kinds(effects) == ["SaveItem", "ContextChanged", E.ITEM_ADDED, E.ITEM_DONE]
+    assert only(effects, fx.ContextChanged) == [fx.ContextChanged(items=(("user", "one"),))]
     assert one_event(effects, E.ITEM_ADDED)["previous_item_id"] is None
     assert one_event(effects, E.ITEM_ADDED)["item"]["status"] == "completed"
     core.create_item(c.CreateItem(None, user_msg("two", "b"), None))
@@ -623,7 +638,10 @@ def test_update_session_and_heartbeat() -> None:
     core = new_core()
     core.update_session(c.UpdateSession(None, {"instructions": "x", "turn_detection": None}))
     effects = core.effects()
-    assert kinds(effects) == ["SaveConfig", E.SESSION_UPDATED]
+    assert kinds(effects) == ["SaveConfig", "ContextChanged", E.SESSION_UPDATED]
+    assert only(effects, fx.ContextChanged) == [fx.ContextChanged(instructions="x")]
+    core.update_session(c.UpdateSession(None, {"instructions": "x"}))  # unchanged
+    assert kinds(core.effects()) == ["SaveConfig", E.SESSION_UPDATED]
     assert one_event(effects, E.SESSION_UPDATED)["session"]["instructions"] == "x"
     assert core.config.turn_detection is None
     raises("unsupported_audio_format", core.update_session,

@@ -8,19 +8,17 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pytest
+from effect_helpers import commit, start
 
 from duplex.config import AudioFormat, TurnDetection
 from duplex.fence import Fence
 from gateway import audio
 from plugins.base import (
     AudioUnit,
-    CommitTurn,
     Context,
     Delta,
     DuplexModelPlugin,
     EndOfResponse,
-    HistoryItem,
-    Respond,
     Speech,
     StageResult,
     Transcript,
@@ -198,7 +196,7 @@ class Chain:
         self.states = [model.open(FENCE) for model in self.models]
         self.deltas: list[Delta] = []
         self.forwarded: list[list[object]] = [[], [], []]
-        self.feed(1, plugin.context(instructions, ()))
+        self.feed(1, Context(instructions))
 
     def feed(self, stage: int, payload: object) -> None:
         self.forwarded[stage].append(payload)
@@ -214,7 +212,7 @@ class Chain:
             self.feed(0, AudioUnit(chunk))
 
     def commit(self, turn_id: int, respond: bool = True) -> None:
-        self.feed(0, CommitTurn(turn_id, f"item_{turn_id}", respond))
+        self.feed(0, commit(turn_id, respond=respond))
 
     def close(self) -> None:
         for model, state in zip(self.models, self.states, strict=True):
@@ -315,7 +313,7 @@ def test_commit_without_respond_waits_for_respond() -> None:
     chain.speak(tone(1000))
     chain.commit(4, respond=False)
     assert chain.take() == [Transcript("item_4", "tone turn 4, 1000 ms of speech")]
-    chain.feed(1, Respond(4, "resp_1"))
+    chain.feed(1, start(4, "resp_1"))
     deltas = chain.take()
     assert spoken(deltas) == "answer to turn 4: one two three four five "
     assert deltas[-1] == EndOfResponse(4)
@@ -323,12 +321,12 @@ def test_commit_without_respond_waits_for_respond() -> None:
 
 def test_respond_without_audio() -> None:
     chain = Chain(TonePlugin(), instructions="words=2")
-    chain.feed(1, Respond(0, "resp_1"))
+    chain.feed(1, start(0, "resp_1"))
     assert spoken(chain.take()) == "answer to turn 0: one two "
     # Response instructions override the session's.
-    chain.feed(1, Respond(0, "resp_2", instructions="words=5"))
+    chain.feed(1, start(0, "resp_2", instructions="words=5"))
     assert spoken(chain.take()).split()[-1] == "five"
-    chain.feed(1, Respond(0, "resp_3", instructions=""))
+    chain.feed(1, start(0, "resp_3", instructions=""))
     assert spoken(chain.take()) == "answer to turn 0: one two three "
 
 
@@ -349,7 +347,7 @@ def test_listener_counts_speech_in_any_chunking(sizes: list[int]) -> None:
     pcm = signal(silence(200), tone(500), noise(300, -60), tone(130))
     for chunk in chunked(pcm, sizes):
         assert list(listen.step(state, AudioUnit(chunk))) == []
-    [result] = list(listen.step(state, CommitTurn(1, "item_1", respond=True)))
+    [result] = list(listen.step(state, commit(1)))
     assert isinstance(result.payload, Heard)
     assert result.segment_finished and result.visible
     assert result.payload.speech_ms == 630  # the 10 ms tail counts as a partial frame
@@ -368,7 +366,7 @@ def test_requests_do_not_share_state() -> None:
 
 
 @pytest.mark.parametrize(("stage", "payload"),
-                         [(0, Respond(1, "r")), (1, AudioUnit(silence(20))), (2, "text")])
+                         [(0, start(1, "r")), (1, AudioUnit(silence(20))), (2, "text")])
 def test_stages_reject_foreign_payloads(stage: int, payload: object) -> None:
     model = TonePlugin().stages()[stage].model
     with pytest.raises(TypeError, match="tone"):
@@ -400,8 +398,7 @@ def test_plugin_contract() -> None:
     assert not plugin.status.ready
     plugin.load(lambda step: None)
     assert plugin.status.ready
-    history = [HistoryItem("user", "hi"), HistoryItem("assistant", "hello")]
-    assert plugin.context("be brief", history) == Context("be brief", tuple(history))
+    assert plugin.plan().reply_timings == {1: "think_first_output", 2: "speak_first_output"}
 
 
 # -- the voice and decode_turn -------------------------------------------------

@@ -5,12 +5,13 @@ tests, so they skip without vLLM like the rest of this directory.)"""
 from __future__ import annotations
 
 import pytest
+from effect_helpers import start
 from hypothesis import given
 from hypothesis import strategies as st
 
 from duplex.fence import Fence
 from orchestrator.vllm_engine import PromptChunk
-from plugins.base import Context, HistoryItem, Respond, StageResult
+from plugins.base import Context, HistoryItem, StageResult
 from plugins.cascade.payloads import Clause, UserTurn
 from plugins.cascade.thinker import (
     DEFAULT_INSTRUCTIONS,
@@ -130,12 +131,12 @@ def test_context_then_turns_then_respond() -> None:
     assert c2.text == "<|im_end|>\n<|im_start|>user\nThanks<|im_end|>\n"
     assert not c2.generate
 
-    c3 = plan(a, s, Respond(2, "resp_1", "Be brief."))
+    c3 = plan(a, s, start(2, "resp_1", "Be brief."))
     assert c3.text == ("<|im_start|>system\nBe brief.<|im_end|>\n"
                        "<|im_start|>assistant\n")
     assert c3.generate
 
-    c4 = plan(a, s, Respond(3, "resp_2", None))
+    c4 = plan(a, s, start(3, "resp_2", None))
     assert c4.text == "<|im_end|>\n<|im_start|>assistant\n"
 
 
@@ -221,7 +222,7 @@ def test_reply_streams_as_clauses_ending_with_last() -> None:
 def test_empty_generation_still_ends_the_reply() -> None:
     a = ThinkerAdapter()
     s = a.open(FENCE)
-    chunk = plan(a, s, Respond(4, "r", None))
+    chunk = plan(a, s, start(4, "r", None))
     assert a.on_text(s, chunk, "", True) == [
         StageResult(Clause(4, "", True), segment_finished=True, visible=False)]
 
