@@ -26,6 +26,8 @@ from duplex.session import SessionCore
 from duplex.store.base import SEQ_PLACEHOLDER, SessionRecord
 from duplex.store.client import connect
 from duplex.store.redis_store import RedisSessionStore
+from engines import build_engine
+from engines.base import StageEngine
 from gateway.config import GatewayConfig
 from gateway.emitter import Emitter, JournalLimits, dumps
 from gateway.metrics import Metrics
@@ -33,8 +35,7 @@ from gateway.restore import core_from_record, unfinished_response
 from gateway.session_runner import RunnerLimits, SessionRunner
 from orchestrator.base import StagePool
 from orchestrator.duplex import DuplexOrchestrator, session_of
-from orchestrator.engine import InProcessEngine, StageEngine
-from plugins.base import DuplexModelPlugin, InProcessStage, ResumableLlmStage, Stage
+from plugins.base import DuplexModelPlugin
 from plugins.registry import load_plugin
 
 log = logging.getLogger("duplex_gateway")
@@ -60,19 +61,6 @@ class ResyncRequired(DuplexError):
         super().__init__("the journal no longer covers this cursor; start a new session")
         self.oldest = oldest
         self.last = last
-
-
-def build_engine(index: int, stage: Stage) -> StageEngine:
-    """The engine that serves one of a plugin's stages."""
-    match stage:
-        case InProcessStage():
-            return InProcessEngine(index, stage.name, stage.model, threads=stage.threads)
-        case ResumableLlmStage():
-            from orchestrator.vllm_engine import VllmEngine, make_async_llm
-
-            make = make_async_llm(str(stage.model_dir), **stage.engine_args)
-            return VllmEngine(index, stage.name, stage.adapter, make, sampling=stage.sampling)
-    raise TypeError(f"unknown stage kind {type(stage).__name__}")
 
 
 class Gateway:

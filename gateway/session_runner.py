@@ -36,12 +36,12 @@ from duplex.journal import ReplayVerdict, plan_replay
 from duplex.pacing import Pacer
 from duplex.session import SessionCore, apply_command
 from duplex.store.base import SessionRecord, SessionStore
+from engines.base import StageOutput
 from gateway.audio_io import AudioIO
 from gateway.emitter import Attachment, Emitter, dumps
 from gateway.mailbox import Lane, Mailbox
 from gateway.metrics import Metrics
 from orchestrator.duplex import DuplexOrchestrator
-from orchestrator.engine import StageOutput
 from plugins import base as pb
 
 log = logging.getLogger(__name__)
@@ -229,14 +229,14 @@ class SessionRunner:
     def on_stage_output(self, out: StageOutput) -> None:
         assert out.result is not None
         for delta in self.plugin.project(out.stage, out.result.payload):
-            item = _Delta(out.fence, delta)
+            item = _Delta(out.tag, delta)
             if isinstance(delta, pb.Transcript):
                 self._put(Lane.EVENTS, item)
             elif len(self._audio_lane) < self.limits.max_pending_audio:
                 self._audio_lane.append(item)
                 self._audio_ready.set()
             else:
-                self._put(Lane.CONTROL, _Failure(out.fence, "output_backpressure", out.stage))
+                self._put(Lane.CONTROL, _Failure(out.tag, "output_backpressure", out.stage))
 
     def on_stage_failure(self, fence: Fence, message: str, stage: int) -> None:
         self._put(Lane.CONTROL, _Failure(fence, message, stage))

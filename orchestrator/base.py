@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.engine import StageEngine, StageOutput, UnknownRequest
+from engines.base import StageEngine, StageOutput, UnknownRequest
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 class RequestState:
     request_id: str
     stage: int
-    binding: Any  # what the subclass ties the request to (a duplex fence)
+    binding: Any  # what the subclass ties the request to; opaque to the base
     submitted_at: float  # of the latest input; its first output measures stage latency
     awaiting_output: bool = True
 
@@ -81,10 +81,12 @@ class Orchestrator:
     # -- requests ----------------------------------------------------------------
 
     async def submit_initial(self, stage: int, request_id: str, binding: Any,
-                             fence: Any, payload: Any) -> None:
+                             payload: Any) -> None:
+        """Start a request; ``binding`` is the subclass's, opaque here: the engine
+        gets it as the request's tag."""
         engine = self.pools[stage].place(request_id)
         self.requests[request_id] = RequestState(request_id, stage, binding, time.monotonic())
-        await engine.submit_initial(request_id, fence, payload)
+        await engine.submit_initial(request_id, binding, payload)
 
     async def submit_update(self, stage: int, request_id: str, payload: Any) -> None:
         engine = self.pools[stage].engine_of(request_id)
@@ -146,7 +148,7 @@ class Orchestrator:
             return
         child = RequestState(child_id, nxt, state.binding, time.monotonic())
         self._on_stage_submitted(child, state)
-        await self.submit_initial(nxt, child_id, child.binding, out.fence, result.payload)
+        await self.submit_initial(nxt, child_id, child.binding, result.payload)
 
     # -- seams -------------------------------------------------------------------
 

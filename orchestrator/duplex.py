@@ -15,10 +15,10 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from duplex.errors import FenceError
+from duplex.errors import CapacityError, FenceError
 from duplex.fence import Fence, is_current_epoch
+from engines.base import Backpressure, StageOutput, UnknownRequest
 from orchestrator.base import Orchestrator, RequestState, StagePool
-from orchestrator.engine import StageOutput, UnknownRequest
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,8 @@ class SessionSink(Protocol):
     def current_fence(self) -> Fence: ...
 
     def on_stage_output(self, out: StageOutput) -> None:
-        """Enqueue (never handle inline) a visible, fence-checked output."""
+        """Enqueue (never handle inline) a visible, fence-checked output
+        (``out.tag`` is its request's fence)."""
         ...
 
     def on_stage_failure(self, fence: Fence, message: str, stage: int) -> None:
@@ -73,7 +74,10 @@ class DuplexOrchestrator(Orchestrator):
                 return
             except UnknownRequest:
                 await self.abort([rid])  # it failed meanwhile: start it afresh
-        await self.submit_initial(stage, rid, fence, fence, payload)
+            except Backpressure as exc:
+                raise CapacityError(f"the model is behind this session's input: {exc}",
+                                    code="input_backpressure") from exc
+        await self.submit_initial(stage, rid, fence, payload)
 
     async def abort_epoch(self, fence: Fence) -> None:
         """Abort every stage request of ``fence``'s epoch (I2: after a cancel)."""

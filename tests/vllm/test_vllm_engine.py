@@ -20,9 +20,9 @@ import pytest_asyncio
 from vllm_helpers import Router, build_tiny_model, running
 
 from duplex.fence import Fence
-from orchestrator.engine import StageOutput, UnknownRequest
-from orchestrator.vllm_engine import PromptChunk, VllmEngine, make_async_llm
-from plugins.base import StageResult
+from engines.base import StageOutput, UnknownRequest
+from engines.vllm import VllmEngine, make_async_llm
+from plugins.base import PromptChunk, StageResult
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300),
               pytest.mark.asyncio(loop_scope="module")]

@@ -15,9 +15,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.engine import StageOutput
-from orchestrator.vllm_engine import VllmEngine
+from engines import build_engine
+from engines.base import StageOutput
+from engines.vllm import VllmEngine
+from plugins.base import ResumableAdapter, ResumableLlmStage
 from plugins.cascade.payloads import Clause
+
+
+def smollm2_engine(adapter: ResumableAdapter, *, max_model_len: int = 2048) -> VllmEngine:
+    """The cascade's thinker engine as the gateway builds it (``build_engine`` on the
+    plugin's stage), on a shorter context; converts the bundled model on first use."""
+    from plugins.cascade.model_cache import smollm2_model_dir
+    from plugins.cascade.thinker import ENGINE_ARGS, SAMPLING
+
+    stage = ResumableLlmStage("think", adapter, smollm2_model_dir(),
+                              {**ENGINE_ARGS, "max_model_len": max_model_len}, SAMPLING)
+    engine = build_engine(1, stage)
+    assert isinstance(engine, VllmEngine)
+    return engine
 
 # -- outputs ---------------------------------------------------------------------------
 

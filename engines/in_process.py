@@ -1,9 +1,5 @@
-"""Stage engines: where model code runs, behind one small protocol.
-
-A ``StageEngine`` takes resumable requests (``submit_initial`` once, then
-``submit_update`` per unit), can abort them, and yields ``StageOutput``s as an
-async stream. ``InProcessEngine`` runs a plugin's synchronous ``StageModel`` on
-a worker thread pool — never on the event loop — one request's inputs strictly
+"""``InProcessEngine``: a plugin's synchronous ``StageModel`` on a worker thread
+pool of this process — never on the event loop — one request's inputs strictly
 in order, different requests concurrently.
 """
 
@@ -15,60 +11,22 @@ import threading
 from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from duplex.fence import Fence
-from plugins.base import StageModel, StageResult
+from engines.base import Backpressure, StageOutput, UnknownRequest
+from plugins.base import StageModel
 
 log = logging.getLogger(__name__)
 
-MAX_PENDING_INPUTS = 256  # per request; beyond this the submitter waits
+MAX_PENDING_INPUTS = 256  # per request; beyond this a submit raises Backpressure
 MAX_UNDELIVERED_OUTPUTS = 512  # per engine; beyond this the model thread waits
-
-
-@dataclass(frozen=True, slots=True)
-class StageOutput:
-    stage: int
-    request_id: str
-    fence: Fence
-    result: StageResult | None
-    error: str | None = None
-
-
-class UnknownRequest(KeyError):
-    """An update for a request the engine does not hold (finished or aborted)."""
-
-
-class StageEngine(Protocol):
-    stage: int
-    name: str
-
-    async def run(self) -> None:
-        """Serve until cancelled; the orchestrator runs this in its TaskGroup."""
-        ...
-
-    async def submit_initial(self, request_id: str, fence: Fence, payload: Any) -> None: ...
-
-    async def submit_update(self, request_id: str, payload: Any) -> None:
-        """Raises ``UnknownRequest`` for an id that is not live (never re-adds it)."""
-        ...
-
-    async def abort(self, request_ids: Sequence[str]) -> None: ...
-
-    def has_request(self, request_id: str) -> bool: ...
-
-    def readiness(self) -> str:
-        """Empty once the engine can serve, else what it is still doing (or why not)."""
-        ...
-
-    def outputs(self) -> AsyncIterator[StageOutput]: ...
 
 
 @dataclass(slots=True)
 class _Request:
     request_id: str
-    fence: Fence
-    inputs: asyncio.Queue[Any] = field(default_factory=lambda: asyncio.Queue(MAX_PENDING_INPUTS))
+    tag: Any
+    inputs: asyncio.Queue[Any]
     state: Any = None
     aborted: threading.Event = field(default_factory=threading.Event)
     task: asyncio.Task[None] | None = None
@@ -77,10 +35,12 @@ class _Request:
 class InProcessEngine:
     """Runs one stage's ``StageModel`` on worker threads of this process."""
 
-    def __init__(self, stage: int, name: str, model: StageModel, *, threads: int = 2) -> None:
+    def __init__(self, stage: int, name: str, model: StageModel, *, threads: int = 2,
+                 max_pending_inputs: int = MAX_PENDING_INPUTS) -> None:
         self.stage = stage
         self.name = name
         self._model = model
+        self._max_pending = max_pending_inputs
         self._executor = ThreadPoolExecutor(threads, thread_name_prefix=f"stage{stage}-{name}")
         self._requests: dict[str, _Request] = {}
         self._outputs: asyncio.Queue[StageOutput] = asyncio.Queue()
@@ -107,19 +67,23 @@ class InProcessEngine:
     def readiness(self) -> str:
         return "" if self._loop is not None else f"stage {self.name} starting"
 
-    async def submit_initial(self, request_id: str, fence: Fence, payload: Any) -> None:
+    async def submit_initial(self, request_id: str, tag: Any, payload: Any) -> None:
         if request_id in self._requests:
             raise ValueError(f"request {request_id} already exists")
-        req = _Request(request_id, fence)
+        req = _Request(request_id, tag, asyncio.Queue(self._max_pending))
         self._requests[request_id] = req
-        await req.inputs.put(payload)
+        req.inputs.put_nowait(payload)
         self._spawn.put_nowait(req)
 
     async def submit_update(self, request_id: str, payload: Any) -> None:
         req = self._requests.get(request_id)
         if req is None or req.aborted.is_set():
             raise UnknownRequest(request_id)
-        await req.inputs.put(payload)
+        try:
+            req.inputs.put_nowait(payload)
+        except asyncio.QueueFull:
+            raise Backpressure(f"stage {self.name}: {request_id} holds "
+                               f"{self._max_pending} inputs") from None
 
     async def abort(self, request_ids: Sequence[str]) -> None:
         for request_id in request_ids:
@@ -139,7 +103,7 @@ class InProcessEngine:
     async def _serve(self, req: _Request) -> None:
         loop = asyncio.get_running_loop()
         try:
-            req.state = await loop.run_in_executor(self._executor, self._model.open, req.fence)
+            req.state = await loop.run_in_executor(self._executor, self._model.open, req.tag)
             while not req.aborted.is_set():
                 payload = await req.inputs.get()
                 await loop.run_in_executor(self._executor, self._step, req, payload)
@@ -148,7 +112,7 @@ class InProcessEngine:
         except Exception as exc:  # a model failure ends this request only
             log.exception("stage %s request %s failed", self.name, req.request_id)
             self._requests.pop(req.request_id, None)
-            self._deliver(StageOutput(self.stage, req.request_id, req.fence, None, repr(exc)))
+            self._deliver(StageOutput(self.stage, req.request_id, req.tag, None, repr(exc)))
         finally:
             if req.state is not None:
                 state, req.state = req.state, None
@@ -163,7 +127,7 @@ class InProcessEngine:
                 if req.aborted.is_set():
                     return
             assert self._loop is not None
-            out = StageOutput(self.stage, req.request_id, req.fence, result)
+            out = StageOutput(self.stage, req.request_id, req.tag, result)
             self._loop.call_soon_threadsafe(self._outputs.put_nowait, out)
 
     def _deliver(self, out: StageOutput) -> None:

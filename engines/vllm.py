@@ -4,8 +4,8 @@ Each stage request is ONE resumable vLLM request:
 ``AsyncLLM.generate(prompt=<async generator of StreamingInput>, ...)``. Its
 payloads become prompt chunks, so a conversation stays in the KV cache across
 turns and each turn only prefills what is new. A plugin-supplied
-``ResumableAdapter`` turns payloads into ``PromptChunk``s (``plan``) and
-generated text into ``StageResult``s (``on_text``).
+``ResumableAdapter`` (``plugins.base``) turns payloads into ``PromptChunk``s
+(``plan``) and generated text into ``StageResult``s (``on_text``).
 
 vLLM's streaming-input rules, and what this engine does about them:
 
@@ -55,70 +55,15 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from duplex.fence import Fence
-from orchestrator.engine import StageOutput, UnknownRequest
-from plugins.base import StageResult
+from engines.base import StageOutput, UnknownRequest
+from plugins.base import PromptChunk, ResumableAdapter, StageResult
 
 log = logging.getLogger(__name__)
 
 DEFAULT_SAMPLING: Mapping[str, Any] = {"temperature": 0.0}
 WARM_UP_TEXT = "Hello! This is a short warm-up prompt for the engine."
-
-
-@dataclass(frozen=True, slots=True)
-class PromptChunk:
-    """One piece of a resumable request's prompt.
-
-    ``text`` is tokenised by the engine's tokenizer without special-token
-    insertion (ChatML markers in the text become their special tokens);
-    ``token_ids``, when given, are used as is instead. ``generate=False``: the
-    chunk only extends the context (``max_tokens`` is then ignored: 1, output
-    dropped). ``emit`` are results delivered when the chunk's turn comes (after
-    every earlier chunk's output), e.g. a canned reply. ``tag`` is the
-    adapter's own label, handed back with the chunk in ``on_text``.
-    """
-
-    text: str = ""
-    token_ids: tuple[int, ...] | None = None
-    generate: bool = False
-    max_tokens: int = 1
-    emit: tuple[StageResult, ...] = ()
-    tag: Any = None
-
-
-class ResumableAdapter(Protocol):
-    """Plugin code that maps a stage's payloads onto one resumable LLM request.
-
-    Every method is called on the engine's thread, one request's calls in
-    order, never concurrently for the same request.
-    """
-
-    def open(self, fence: Fence) -> Any:
-        """A new request; returns its state."""
-        ...
-
-    def plan(self, state: Any, payload: Any) -> PromptChunk | None:
-        """The chunk for one payload (``None``: nothing to add). Called when the
-        payload is submitted, possibly while earlier chunks still generate:
-        ``state`` should track the context *as planned*."""
-        ...
-
-    def on_text(self, state: Any, chunk: PromptChunk, delta: str,
-                finished: bool) -> Sequence[StageResult]:
-        """Generated text of ``chunk`` (a generating chunk); ``finished`` on its
-        last delta (which may be ""). Returns the stage's outputs."""
-        ...
-
-    def restart(self, state: Any, chunk: PromptChunk, budget: int,
-                count_tokens: Callable[[str], int]) -> PromptChunk | None:
-        """The context is full: a self-contained replacement for ``chunk`` (same
-        ``generate``/``max_tokens``/``tag``) that re-creates the conversation
-        compactly in at most ``budget`` tokens, or ``None`` to fail the request."""
-        ...
-
-    def close(self, state: Any) -> None: ...
 
 
 def make_async_llm(model: str, **engine_args: Any) -> Callable[[], Any]:
@@ -149,11 +94,11 @@ class _Flight:
 
 @dataclass(slots=True, eq=False)
 class _Session:
-    """One stage request. ``request_id``/``fence`` are read on both threads; the
+    """One stage request. ``request_id``/``tag`` are read on both threads; the
     rest is touched on the engine thread only."""
 
     request_id: str
-    fence: Fence
+    tag: Any
     state: Any = None
     opened: bool = False
     closed: bool = False
@@ -252,11 +197,11 @@ class VllmEngine:
     def has_request(self, request_id: str) -> bool:
         return request_id in self._requests
 
-    async def submit_initial(self, request_id: str, fence: Fence, payload: Any) -> None:
+    async def submit_initial(self, request_id: str, tag: Any, payload: Any) -> None:
         if request_id in self._requests:
             raise ValueError(f"request {request_id} already exists")
         self._bind_caller()
-        session = _Session(request_id, fence)
+        session = _Session(request_id, tag)
         self._requests[request_id] = session
         self._post(self._open, session, payload)
 
@@ -300,7 +245,7 @@ class VllmEngine:
             return
         if error is not None:
             del self._requests[session.request_id]
-        self._outputs.put_nowait(StageOutput(self.stage, session.request_id, session.fence,
+        self._outputs.put_nowait(StageOutput(self.stage, session.request_id, session.tag,
                                              result, error))
 
     # -- start and stop ----------------------------------------------------------------
@@ -481,7 +426,7 @@ class VllmEngine:
         if session.closed:
             return
         try:
-            session.state = self._adapter.open(session.fence)
+            session.state = self._adapter.open(session.tag)
         except Exception as exc:
             self._fail(session, exc)
             return

@@ -1,0 +1,61 @@
+"""The engine contract: where model code runs, behind one small protocol.
+
+A ``StageEngine`` serves one stage of a plugin: it takes resumable requests
+(``submit_initial`` once, then ``submit_update`` per input), can abort them,
+and yields ``StageOutput``s as an async stream. A request carries an opaque
+``tag`` from whoever submitted it (the duplex orchestrator's fence); the engine
+hands it to the plugin's model when the request opens and back with every
+output, and never looks inside. Nothing here knows about sessions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from plugins.base import StageResult
+
+
+@dataclass(frozen=True, slots=True)
+class StageOutput:
+    stage: int
+    request_id: str
+    tag: Any  # the request's tag, as submitted
+    result: StageResult | None
+    error: str | None = None
+
+
+class UnknownRequest(KeyError):
+    """An update for a request the engine does not hold (finished or aborted)."""
+
+
+class Backpressure(Exception):
+    """A request already holds as many unhandled inputs as it may (I8). Submitting
+    never waits: a router that waited on one slow request would stall every other."""
+
+
+class StageEngine(Protocol):
+    stage: int
+    name: str
+
+    async def run(self) -> None:
+        """Serve until cancelled; the orchestrator runs this in its TaskGroup."""
+        ...
+
+    async def submit_initial(self, request_id: str, tag: Any, payload: Any) -> None: ...
+
+    async def submit_update(self, request_id: str, payload: Any) -> None:
+        """Raises ``UnknownRequest`` for an id that is not live (never re-adds it)
+        and ``Backpressure`` when the request's inputs are full."""
+        ...
+
+    async def abort(self, request_ids: Sequence[str]) -> None: ...
+
+    def has_request(self, request_id: str) -> bool: ...
+
+    def readiness(self) -> str:
+        """Empty once the engine can serve, else what it is still doing (or why not)."""
+        ...
+
+    def outputs(self) -> AsyncIterator[StageOutput]: ...
