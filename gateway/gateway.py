@@ -18,10 +18,10 @@ import secrets
 import socket
 import time
 
+from duplex.attach import check_cursor, reaped_terminal
 from duplex.errors import DuplexError, InvalidRequest, SessionStateError
-from duplex.events import ServerEvent
 from duplex.fence import Fence
-from duplex.journal import ReplayVerdict, plan_replay
+from duplex.journal import ReplayVerdict
 from duplex.session import SessionCore
 from duplex.store.base import SEQ_PLACEHOLDER, SessionRecord
 from duplex.store.client import connect
@@ -184,8 +184,7 @@ class Gateway:
             if runner is not None and owner == self.owner:
                 runner.request_expire(reason)  # aborts its stages, then session.expired
                 continue
-            terminal = dumps({"type": ServerEvent.SESSION_EXPIRED.value, "reason": reason,
-                              "event_id": f"event_{sid[-8:]}_expired", "server_event_seq": 0})
+            terminal = dumps(reaped_terminal(sid, reason))
             assert SEQ_PLACEHOLDER in terminal
             await self.store.finish_expiry(sid, self.owner, terminal)
             log.info("session %s of dead owner %s expired (%s)", sid, owner, reason)
@@ -268,7 +267,7 @@ class Gateway:
             raise InvalidRequest("resume_token does not match", code="invalid_resume_token",
                                  param="resume_token")
         oldest, last = await self.store.journal_bounds(sid)
-        if plan_replay(cursor, oldest, last).verdict is ReplayVerdict.JOURNAL_GAP:
+        if check_cursor(cursor, oldest, last).verdict is ReplayVerdict.JOURNAL_GAP:
             raise ResyncRequired(oldest, last)
         runner = self.runners.get(sid)
         if runner is None or runner.closed.is_set():

@@ -28,6 +28,7 @@ from urllib.parse import urlencode
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from duplex import commands as c
+from duplex.attach import CLOSE_NORMAL, GAP_CLOSE_REASON, resync_required
 from duplex.errors import CapacityError, DuplexError, InvalidRequest, SessionStateError
 from gateway import owner_relay
 from gateway.gateway import ResyncRequired
@@ -190,10 +191,9 @@ async def _resume(ws: WebSocket, gateway: Gateway, sid: str,
             sid, cmd.resume_token, cursor, beta=beta)
         attachment = WsAttachment(ws, generation, resumed=True)
         await runner.attach(attachment, resume_token=token, cursor=cursor)
-    except ResyncRequired as exc:
-        await _send_and_close(ws, {"type": "session.resync_required", "reason": exc.code,
-                                   "oldest_server_event_seq": exc.oldest,
-                                   "last_server_event_seq": exc.last}, 1000)
+    except ResyncRequired as exc:  # the one rule for a gap: duplex.attach
+        await _send_and_close(ws, resync_required(exc.oldest, exc.last), CLOSE_NORMAL,
+                              GAP_CLOSE_REASON)
         return None
     except DuplexError as exc:
         gateway.metrics.errors.labels(exc.code).inc()
@@ -201,7 +201,7 @@ async def _resume(ws: WebSocket, gateway: Gateway, sid: str,
                       else 1011)
         return None
     if attachment.ended.is_set():
-        return None  # e.g. session.resync_required ended it
+        return None  # refused after the swap (session.resync_required): nothing to read
     gateway.metrics.resumes.inc()
     return runner, attachment
 

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from duplex import attach as at
 from duplex import commands as c
 from duplex import effects as fx
 from duplex.errors import (
@@ -32,7 +33,6 @@ from duplex.errors import (
 )
 from duplex.events import ServerEvent, event
 from duplex.fence import Fence, is_current_epoch
-from duplex.journal import ReplayVerdict, plan_replay
 from duplex.pacing import Pacer
 from duplex.session import SessionCore, apply_command
 from duplex.store.base import SessionRecord, SessionStore
@@ -96,9 +96,6 @@ class _Confirm:
     generation: int
 
 
-@dataclass(frozen=True, slots=True)
-class _Recovered:
-    lost_response_id: str | None
 
 
 def _is_audio(item: Any) -> bool:
@@ -165,7 +162,7 @@ class SessionRunner:
         self._timings: dict[str, float] = {}
         self._renewed_at = 0.0
         self._unsaved: deque[fx.SaveItem | fx.ForgetItem | fx.SaveConfig] = deque()
-        self.recovery: dict[str, Any] | None = None  # said in the next session.resumed
+        self.recovery: at.Recovery | None = None  # said in the next session.resumed
         self.record: SessionRecord | None = None  # as restored from Redis, if it was
         self.task: asyncio.Task[None] | None = None
         self.closed = asyncio.Event()
@@ -210,8 +207,8 @@ class SessionRunner:
 
     def recover(self, lost_response_id: str | None) -> None:
         """This process took the session over after its owner died (DESIGN §8)."""
-        self.recovery = {"recovered": True, "lost_response_id": lost_response_id}
-        self.mailbox.put_urgent(_Recovered(lost_response_id))
+        self.recovery = at.Recovery(lost_response_id)
+        self.mailbox.put_urgent(self.recovery)
 
     async def attach(self, attachment: Attachment, *, resume_token: str,
                      cursor: int | None) -> None:
@@ -288,8 +285,10 @@ class SessionRunner:
             case _Detach():
                 await self._detach(item.attachment)
                 return
-            case _Recovered():
-                await self._report_lost_response(item.lost_response_id)
+            case at.Recovery(lost_response_id=lost) if lost is not None:
+                await self.emitter.publish([at.lost_response_done(lost)])
+                return
+            case at.Recovery():
                 return
             case _Confirm():
                 try:
@@ -498,36 +497,36 @@ class SessionRunner:
     # -- attachments and the lease ----------------------------------------------------
 
     async def _attach(self, item: _Attach) -> None:
+        """Make ``item.attachment`` the session's socket (``duplex.attach`` decides
+        what each socket hears)."""
         old, new = self.emitter.attachment, item.attachment
-        if old is not None and old is not new:
-            # Takeover: the old socket hears why, then nothing more (R18).
-            await self.emitter.send(dumps(event(ServerEvent.SESSION_REPLACED,
-                                                attachment_generation=new.generation)))
-            self.emitter.attachment = None
-            await old.end(4000, "session.replaced")
-        self.emitter.attachment = new
-        if item.cursor is None:
-            await self.emitter.publish([self.core.created_event(item.resume_token)])
-            item.done.set_result(None)
-            return
-        oldest, _ = await self.store.journal_bounds(self.session_id)
-        plan = plan_replay(item.cursor, oldest, self.emitter.last_seq)
-        if plan.verdict is ReplayVerdict.JOURNAL_GAP:
-            await self.emitter.send(dumps(event(
-                ServerEvent.SESSION_RESYNC_REQUIRED, reason=plan.verdict.value,
-                oldest_server_event_seq=oldest, last_server_event_seq=plan.last_seq)))
-            item.done.set_result(None)
-            await self.shutdown("resync_required")
-            return
-        resumed = event(ServerEvent.SESSION_RESUMED, session=self.core.session_object(),
-                        resume_token=item.resume_token,
-                        attachment_generation=new.generation,
-                        last_server_event_seq=plan.last_seq,
-                        replay_count=plan.last_seq - item.cursor,
-                        **(self.recovery or {"recovered": False}))
-        self.recovery = None
-        await self.emitter.send(dumps(resumed))
-        await self.emitter.replay(item.cursor)
+        oldest: int | None = None
+        if item.cursor is not None:
+            oldest, _ = await self.store.journal_bounds(self.session_id)
+        steps = at.attach_steps(at.Attach(
+            new.generation, item.resume_token, item.cursor,
+            replacing=old is not None and old is not new, session=self.core.session_object(),
+            oldest=oldest, last_seq=self.emitter.last_seq, recovery=self.recovery))
+        for step in steps:
+            match step:
+                case at.SendOld():
+                    await self.emitter.send(dumps(step.event))
+                case at.EndOld():
+                    self.emitter.attachment = None
+                    assert old is not None
+                    await old.end(step.code, step.reason)
+                case at.Publish():
+                    self.emitter.attachment = new
+                    await self.emitter.publish([step.event])
+                case at.SendNew():
+                    self.emitter.attachment = new
+                    await self.emitter.send(dumps(step.event))
+                case at.Replay():
+                    self.recovery = None  # said once
+                    await self.emitter.replay(step.cursor)
+                case at.Refuse():
+                    await new.end(step.code, step.reason)
+                    await self._detach(new)  # the session waits, as it was
         item.done.set_result(None)
 
     async def _detach(self, attachment: Attachment) -> None:
@@ -563,17 +562,6 @@ class SessionRunner:
             await self.emitter.send_unjournaled(exc)
             await self.emitter.attachment.end(4001, "lease lost")
         self._finish()
-
-    async def _report_lost_response(self, response_id: str | None) -> None:
-        """After a takeover the in-flight reply is gone; close it for the client."""
-        if response_id is None:
-            return
-        await self.emitter.publish([event(
-            ServerEvent.RESPONSE_DONE,
-            response={"id": response_id, "object": "realtime.response", "status": "failed",
-                      "status_details": {"type": "failed", "reason": "server_restarted",
-                                         "error": None},
-                      "output": [], "usage": None})])
 
     # -- the end ---------------------------------------------------------------------
 

@@ -115,7 +115,7 @@ async def read_to_close(c: RealtimeClient, timeout: float = 5.0) -> None:
 # -- disconnect grace ------------------------------------------------------------------
 
 
-async def test_detached_session_expires_after_the_grace_with_one_terminal(
+async def test_i5_detached_session_expires_after_the_grace_with_one_terminal(
         short_grace: GatewayProcess, store: aioredis.Redis) -> None:
     c, sid, token = await open_session(short_grace)
     cursor = last_seq(c.events)
@@ -231,7 +231,7 @@ async def test_the_slot_is_free_when_the_terminal_arrives(one_slot: GatewayProce
 # -- close -----------------------------------------------------------------------------
 
 
-async def test_session_close_gives_one_session_closed_then_1000(
+async def test_i5_session_close_gives_one_session_closed_then_1000(
         short_grace: GatewayProcess, store: aioredis.Redis) -> None:
     c, sid, token = await open_session(short_grace)
     await c.send("session.close", reason="bye")

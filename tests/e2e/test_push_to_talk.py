@@ -54,7 +54,7 @@ async def talk(url: str, seed: int) -> list[tuple[int, int, int]]:
         await c.close()
 
 
-async def test_every_push_to_talk_reply_answers_its_own_turn(gateway: GatewayProcess) -> None:
+async def test_i9_every_push_to_talk_reply_answers_its_own_turn(gateway: GatewayProcess) -> None:
     per_session = await asyncio.gather(*(talk(gateway.ws, seed) for seed in range(SESSIONS)))
     wrong = [(s, turn, want, got) for s, results in enumerate(per_session)
              for turn, want, got in results if want != got]

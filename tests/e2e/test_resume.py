@@ -92,7 +92,7 @@ SEED = int(os.environ.get("DG_RESUME_SEED") or "20250607")  # override to explor
 CYCLES = 50
 
 
-async def test_fifty_random_disconnects_lose_and_duplicate_nothing(
+async def test_i4_fifty_random_disconnects_lose_and_duplicate_nothing(
         streamer: GatewayProcess) -> None:
     churn = await Churn.start(streamer.ws)
     await churn.cycles(CYCLES, random.Random(SEED), lambda: streamer.ws)

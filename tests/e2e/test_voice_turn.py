@@ -79,7 +79,7 @@ async def test_session_update_between_turns_applies_to_the_next_reply(
     assert lengths == [4 + 7, 4 + 3]  # "answer to turn N:" then the words
 
 
-async def test_server_vad_barge_in_cancels_and_no_old_audio_follows(
+async def test_i2_server_vad_barge_in_cancels_and_no_old_audio_follows(
         client: RealtimeClient) -> None:
     await client.send("session.update", session={"instructions": "words=60"})
     await speak(client, 1.0)
@@ -105,7 +105,7 @@ async def test_server_vad_barge_in_cancels_and_no_old_audio_follows(
     assert decode_turn(new_audio[:4800], 24000) == 2
 
 
-async def test_truncate_shortens_history_to_what_was_heard(client: RealtimeClient) -> None:
+async def test_i6_truncate_shortens_history_to_what_was_heard(client: RealtimeClient) -> None:
     await client.send("session.update", session={"instructions": "words=10"})
     await speak(client, 1.0)
     done = await client.until("response.done")

@@ -109,7 +109,7 @@ async def test_resumable_request_routes_to_next_stage_off_the_loop(setup: Any) -
     assert listen.threads and not any(t == threading.main_thread().name for t in listen.threads)
 
 
-async def test_outputs_of_a_cancelled_epoch_never_reach_the_session(setup: Any) -> None:
+async def test_i1_outputs_of_a_cancelled_epoch_never_reach_the_session(setup: Any) -> None:
     orch, sink, _, speak = setup
     old = sink.fence
     await orch.submit(0, old, 1)
@@ -126,7 +126,7 @@ async def test_outputs_of_a_cancelled_epoch_never_reach_the_session(setup: Any) 
     assert not orch.is_live(request_id(old, 0)) and not orch.is_live(request_id(old, 1))
 
 
-async def test_stale_forward_is_refused(setup: Any) -> None:
+async def test_i1_stale_forward_is_refused(setup: Any) -> None:
     orch, sink, _, speak = setup
     speak.gate.set()
     old = sink.fence

@@ -25,7 +25,7 @@ async def test_append_and_read(session: SessionRecord, store: RedisSessionStore)
     assert rec is not None and rec.last_seq == 3
 
 
-async def test_retried_and_overlapping_batches_are_never_duplicated(
+async def test_i4_retried_and_overlapping_batches_are_never_duplicated(
     session: SessionRecord, store: RedisSessionStore, raw: aioredis.Redis
 ) -> None:
     await store.append_events("s1", OWNER, 1, events(1, 3), max_len=100)
@@ -74,7 +74,7 @@ async def test_one_round_trip_per_batch(
     assert stats["cmdstat_xadd"]["calls"] == 50
 
 
-async def test_maxlen_bounds_the_journal(
+async def test_i8_maxlen_bounds_the_journal(
     session: SessionRecord, store: RedisSessionStore, raw: aioredis.Redis
 ) -> None:
     for first in range(1, 1001, 100):

@@ -30,7 +30,7 @@ async def test_take_over_from_a_dead_owner_bumps_incarnation_once(
     assert later == rec
 
 
-async def test_the_old_owners_writes_fail_after_a_take_over(
+async def test_i3_the_old_owners_writes_fail_after_a_take_over(
     session: SessionRecord, store: RedisSessionStore
 ) -> None:
     await store.take_over("s1", NEW, NOW + 5)

@@ -293,7 +293,7 @@ OPS = st.sampled_from(["speak", "commit", "create", "clear", "item", "instructio
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(OPS, st.integers(100, 900)), max_size=60))
-def test_every_reply_hears_every_turn_before_it_under_any_schedule(
+def test_i9_every_reply_hears_every_turn_before_it_under_any_schedule(
         script: list[tuple[str, int]]) -> None:
     p = Pipeline(ListenThinkSpeakPlan(CAPS))
     for op, ms in script:

@@ -98,7 +98,7 @@ def test_apply_cancel(cancelled_epoch: int, expected: Fence, bumped: bool) -> No
     assert out.bumped is bumped
 
 
-def test_retried_cancel_never_bumps_twice() -> None:
+def test_i2_retried_cancel_never_bumps_twice() -> None:
     first = apply_cancel(ACCEPTED, ACCEPTED.epoch)
     retry = apply_cancel(first.fence, ACCEPTED.epoch)
     assert first.bumped and not retry.bumped
