@@ -32,7 +32,8 @@ from gateway.config import GatewayConfig
 from gateway.emitter import Emitter, JournalLimits, dumps
 from gateway.metrics import Metrics
 from gateway.restore import core_from_record, unfinished_response
-from gateway.session_runner import RunnerLimits, SessionRunner
+from gateway.runner_items import RunnerLimits
+from gateway.session_runner import SessionRunner
 from orchestrator.base import StagePool
 from orchestrator.duplex import DuplexOrchestrator, session_of
 from plugins.base import DuplexModelPlugin

@@ -18,7 +18,6 @@ import logging
 import time
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from duplex import attach as at
@@ -37,6 +36,7 @@ from duplex.pacing import Pacer
 from duplex.session import SessionCore, apply_command
 from duplex.store.base import SessionRecord, SessionStore
 from engines.base import StageOutput
+from gateway import runner_items as ri
 from gateway.audio_io import AudioIO
 from gateway.emitter import Attachment, Emitter, dumps
 from gateway.mailbox import Lane, Mailbox
@@ -48,94 +48,12 @@ log = logging.getLogger(__name__)
 
 MAX_UNSAVED = 256  # history/config writes held while Redis is away
 LINGER_S = 2.0  # after the terminal, late commands are refused this long, then close
-# Commands that do not wait behind queued user audio (I7): what they do does not
-# depend on that audio, and a user who cancels should not wait for it.
-OVERTAKE_AUDIO = (c.CancelResponse, c.ClearOutputAudio, c.CloseSession)
-DEFAULT_PREFIX_MS = 300  # speech kept for a barge-in's new epoch without server VAD
-
-
-@dataclass(frozen=True, slots=True)
-class _Delta:
-    fence: Fence  # the stage request's fence
-    delta: pb.Delta
-
-
-@dataclass(frozen=True, slots=True)
-class _Failure:
-    fence: Fence
-    message: str
-    stage: int
-
-
-@dataclass(frozen=True, slots=True)
-class _ClientError:
-    error: DuplexError
-
-
-@dataclass(frozen=True, slots=True)
-class _Close:
-    reason: str
-    terminal: ServerEvent = ServerEvent.SESSION_CLOSED
-
-
-@dataclass(slots=True)
-class _Attach:
-    attachment: Attachment
-    resume_token: str
-    cursor: int | None  # None: a new session (send session.created)
-    done: asyncio.Future[None]
-
-
-@dataclass(frozen=True, slots=True)
-class _Detach:
-    attachment: Attachment
-
-
-@dataclass(frozen=True, slots=True)
-class _Confirm:
-    generation: int
-
-
-
-
-def _is_audio(item: Any) -> bool:
-    return isinstance(item, c.AppendAudio)
-
-
-class _CoreView:
-    """The session as its plugin's plan sees it (``plugins.base.SessionView``)."""
-
-    __slots__ = ("_core",)
-
-    def __init__(self, core: SessionCore) -> None:
-        self._core = core
-
-    @property
-    def instructions(self) -> str:
-        return self._core.config.instructions
-
-    @property
-    def prefix_padding_ms(self) -> int:
-        td = self._core.config.turn_detection
-        return td.prefix_padding_ms if td is not None else DEFAULT_PREFIX_MS
-
-    def history(self) -> tuple[pb.HistoryItem, ...]:
-        return tuple(pb.HistoryItem(role, text) for role, text in self._core.history() if text)
-
-
-@dataclass(frozen=True, slots=True)
-class RunnerLimits:
-    lead_ms: float = 500.0
-    max_pending_commands: int = 512
-    max_pending_events: int = 256
-    max_pending_audio: int = 4096
-    renew_every_s: float = 1.0  # lease renewals on input activity, at most this often
 
 
 class SessionRunner:
     def __init__(self, core: SessionCore, emitter: Emitter, store: SessionStore,
                  orchestrator: DuplexOrchestrator, plugin: pb.DuplexModelPlugin,
-                 metrics: Metrics, limits: RunnerLimits) -> None:
+                 metrics: Metrics, limits: ri.RunnerLimits) -> None:
         self.core = core
         self.emitter = emitter
         self.store = store
@@ -153,13 +71,12 @@ class SessionRunner:
         self.mailbox = Mailbox({Lane.URGENT: 0, Lane.CONTROL: limits.max_pending_commands,
                                 Lane.EVENTS: limits.max_pending_events,
                                 Lane.MEDIA: limits.max_pending_audio})
-        self._audio_lane: deque[_Delta] = deque()
+        self._audio_lane: deque[ri.Delta] = deque()
         self._audio_ready = asyncio.Event()
         self._pacer = Pacer(limits.lead_ms)
         self.plan = plugin.plan()  # which stage hears what: the plugin's to say
-        self._view = _CoreView(core)
-        self._turn_ended_at: float | None = None
-        self._timings: dict[str, float] = {}
+        self._view = ri.CoreView(core)
+        self.clock = ri.ReplyClock()
         self._renewed_at = 0.0
         self._unsaved: deque[fx.SaveItem | fx.ForgetItem | fx.SaveConfig] = deque()
         self.recovery: at.Recovery | None = None  # said in the next session.resumed
@@ -179,31 +96,31 @@ class SessionRunner:
         """Queue a client command; raises ``CapacityError`` when the session is flooded.
 
         A cancel or close goes ahead of the audio still queued (I7)."""
-        if isinstance(cmd, OVERTAKE_AUDIO):
-            self.mailbox.put_ahead(Lane.CONTROL, cmd, of=_is_audio)
+        if isinstance(cmd, ri.OVERTAKE_AUDIO):
+            self.mailbox.put_ahead(Lane.CONTROL, cmd, of=ri.is_audio)
         else:
             self.mailbox.put(Lane.CONTROL, cmd)
 
     def report(self, error: DuplexError) -> None:
         """Queue an error for the client, in order with the events before it."""
         try:
-            self.mailbox.put(Lane.CONTROL, _ClientError(error))
+            self.mailbox.put(Lane.CONTROL, ri.ClientError(error))
         except CapacityError:
             log.warning("session %s: dropped error %s (mailbox full)", self.session_id,
                         error.code)
 
     def request_close(self, reason: str, *,
                       terminal: ServerEvent = ServerEvent.SESSION_CLOSED) -> None:
-        self.mailbox.put_urgent(_Close(reason, terminal))
+        self.mailbox.put_urgent(ri.Close(reason, terminal))
 
     def request_expire(self, reason: str) -> None:
         self.request_close(reason, terminal=ServerEvent.SESSION_EXPIRED)
 
     def request_detach(self, attachment: Attachment) -> None:
-        self.mailbox.put_urgent(_Detach(attachment))
+        self.mailbox.put_urgent(ri.Detach(attachment))
 
     def confirm_token(self, generation: int) -> None:
-        self.mailbox.put_urgent(_Confirm(generation))
+        self.mailbox.put_urgent(ri.Confirm(generation))
 
     def recover(self, lost_response_id: str | None) -> None:
         """This process took the session over after its owner died (DESIGN §8)."""
@@ -217,7 +134,7 @@ class SessionRunner:
         Runs on the worker, so nothing interleaves with the replay.
         """
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.mailbox.put_urgent(_Attach(attachment, resume_token, cursor, done))
+        self.mailbox.put_urgent(ri.Attach(attachment, resume_token, cursor, done))
         await done
 
     def current_fence(self) -> Fence:
@@ -226,17 +143,17 @@ class SessionRunner:
     def on_stage_output(self, out: StageOutput) -> None:
         assert out.result is not None
         for delta in self.plugin.project(out.stage, out.result.payload):
-            item = _Delta(out.tag, delta)
+            item = ri.Delta(out.tag, delta)
             if isinstance(delta, pb.Transcript):
                 self._put(Lane.EVENTS, item)
             elif len(self._audio_lane) < self.limits.max_pending_audio:
                 self._audio_lane.append(item)
                 self._audio_ready.set()
             else:
-                self._put(Lane.CONTROL, _Failure(out.tag, "output_backpressure", out.stage))
+                self._put(Lane.CONTROL, ri.Failure(out.tag, "output_backpressure", out.stage))
 
     def on_stage_failure(self, fence: Fence, message: str, stage: int) -> None:
-        self._put(Lane.CONTROL, _Failure(fence, message, stage))
+        self._put(Lane.CONTROL, ri.Failure(fence, message, stage))
 
     def _put(self, lane: Lane, item: Any) -> None:
         try:
@@ -264,7 +181,7 @@ class SessionRunner:
             except DuplexError as exc:
                 if isinstance(item, c.Command) and exc.event_id is None:
                     exc.event_id = item.event_id
-                if isinstance(item, _Attach) and not item.done.done():
+                if isinstance(item, ri.Attach) and not item.done.done():
                     item.done.set_exception(exc)
                     continue
                 try:
@@ -279,10 +196,10 @@ class SessionRunner:
         if isinstance(item, c.Command):
             await self._renew(force=isinstance(item, c.Heartbeat))
         match item:
-            case _Attach():
+            case ri.Attach():
                 await self._attach(item)
                 return
-            case _Detach():
+            case ri.Detach():
                 await self._detach(item.attachment)
                 return
             case at.Recovery(lost_response_id=lost) if lost is not None:
@@ -290,7 +207,7 @@ class SessionRunner:
                 return
             case at.Recovery():
                 return
-            case _Confirm():
+            case ri.Confirm():
                 try:
                     await self.store.confirm_token(self.session_id, item.generation)
                 except StoreUnavailable as exc:  # the spent token stays usable a while
@@ -313,27 +230,25 @@ class SessionRunner:
                                         code="invalid_session_resume")
             case c.Command():
                 apply_command(self.core, item)
-            case _ClientError():
+            case ri.ClientError():
                 await self._publish_error(item.error)
                 return
-            case _Close():
+            case ri.Close():
                 await self.shutdown(item.reason, terminal=item.terminal)
                 return
-            case _Failure():
+            case ri.Failure():
                 self.plan.stage_failed(item.stage)
                 self.core.stage_failed(item.fence.with_turn(self.core.fence.turn_id),
                                        item.message)
-            case _Delta():
+            case ri.Delta():
                 self._feed_delta(item)
         await self._run_effects()
 
-    def _feed_delta(self, item: _Delta) -> None:
+    def _feed_delta(self, item: ri.Delta) -> None:
         delta = item.delta
         match delta:
             case pb.Transcript():
-                if self._turn_ended_at is not None:
-                    self._timings.setdefault(
-                        "transcribe", 1000 * (time.monotonic() - self._turn_ended_at))
+                self.clock.mark("transcribe")
                 self.core.transcript(delta.item_id, delta.text)
             case pb.Speech():
                 fence = item.fence.with_turn(delta.turn_id)
@@ -342,29 +257,20 @@ class SessionRunner:
                 first = self.core.response is not None and not self.core.response.ledger.marks
                 if self.core.assistant_audio(fence, base64.b64encode(pcm).decode(), ms,
                                              delta.text) and first:
-                    self._observe_first_audio()
+                    seconds = self.clock.first_audio()
+                    if seconds is not None:
+                        self.metrics.first_audio.observe(seconds)
             case pb.TextOnly():
                 self.core.assistant_audio(item.fence.with_turn(delta.turn_id), "", 0.0,
                                           delta.text)
             case pb.EndOfResponse():
                 self.core.response_end(item.fence.with_turn(delta.turn_id))
 
-    def _observe_first_audio(self) -> None:
-        if self._turn_ended_at is not None:
-            seconds = time.monotonic() - self._turn_ended_at
-            self.metrics.first_audio.observe(seconds)
-            self._timings.setdefault("first_audio", 1000 * seconds)
-            self._turn_ended_at = None
-
     def note_stage_latency(self, stage: int, seconds: float) -> None:
         """A stage's time from an input to its first output (for ``timings_ms``)."""
         name = self.plan.reply_timings.get(stage)
-        if self._turn_ended_at is not None and name is not None:
-            self._timings.setdefault(name, 1000 * seconds)
-
-    def _start_turn_clock(self) -> None:
-        self._turn_ended_at = time.monotonic()
-        self._timings = {}
+        if name is not None:
+            self.clock.stage(name, seconds)
 
     def _reconfigure(self) -> None:
         cfg = self.core.config
@@ -401,12 +307,7 @@ class SessionRunner:
         batch: list[dict[str, Any]] = []
         for effect in self.core.effects():
             if isinstance(effect, fx.Emit):
-                ev = effect.event
-                if ev["type"] == ServerEvent.RESPONSE_DONE and self._timings:
-                    # where the time of this reply went (an extension field)
-                    ev = {**ev, "timings_ms": {k: round(v, 1) for k, v in self._timings.items()}}
-                    self._timings = {}
-                batch.append(ev)
+                batch.append(self.clock.stamp(effect.event))
                 continue
             if batch:
                 await self.emitter.publish(batch)
@@ -420,7 +321,7 @@ class SessionRunner:
             case fx.CommitAudio() | fx.DiscardAudio() | fx.StartResponse() | fx.ContextChanged():
                 if isinstance(effect, fx.StartResponse) or (
                         isinstance(effect, fx.CommitAudio) and effect.respond):
-                    self._start_turn_clock()
+                    self.clock.start()
                 await self._submit(self.plan.effect(effect, self._view))
             case fx.AbortEpoch():
                 await self._abort_epoch(effect.cancelled)
@@ -496,7 +397,7 @@ class SessionRunner:
 
     # -- attachments and the lease ----------------------------------------------------
 
-    async def _attach(self, item: _Attach) -> None:
+    async def _attach(self, item: ri.Attach) -> None:
         """Make ``item.attachment`` the session's socket (``duplex.attach`` decides
         what each socket hears)."""
         old, new = self.emitter.attachment, item.attachment
@@ -602,7 +503,7 @@ class SessionRunner:
             if isinstance(item, c.Command):
                 await self.emitter.send_unjournaled(SessionStateError(
                     "the session is closed", code="session_closed", event_id=item.event_id))
-            elif isinstance(item, _Attach) and not item.done.done():
+            elif isinstance(item, ri.Attach) and not item.done.done():
                 item.done.set_exception(SessionStateError(
                     "the session has ended", code="session_resume_expired"))
 

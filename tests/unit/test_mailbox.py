@@ -7,7 +7,7 @@ import pytest
 from duplex import commands as c
 from duplex.errors import CapacityError
 from gateway.mailbox import Lane, Mailbox
-from gateway.session_runner import OVERTAKE_AUDIO
+from gateway.runner_items import OVERTAKE_AUDIO
 
 LIMITS = {Lane.URGENT: 0, Lane.CONTROL: 8, Lane.EVENTS: 4, Lane.MEDIA: 4}
 
@@ -67,3 +67,23 @@ async def test_purge_keeps_what_it_is_told_to() -> None:
         box.put(Lane.MEDIA, n)
     assert box.purge(Lane.MEDIA, lambda n: n % 2 == 0) == 2
     assert await drain(box) == [0, 2]
+
+
+def test_reply_clock_times_from_the_turns_end_and_stamps_response_done() -> None:
+    from gateway.runner_items import ReplyClock
+
+    now = [100.0]
+    clock = ReplyClock(lambda: now[0])
+    assert clock.mark("transcribe") is None  # not started: nothing is timed
+    clock.start()
+    now[0] = 100.25
+    assert clock.mark("transcribe") == 0.25
+    clock.stage("think_first_output", 0.1)
+    now[0] = 100.5
+    assert clock.first_audio() == 0.5
+    assert clock.mark("late") is None  # stopped at the first audio
+    done = clock.stamp({"type": "response.done", "response": {}})
+    assert done["timings_ms"] == {"transcribe": 250.0, "think_first_output": 100.0,
+                                  "first_audio": 500.0}
+    assert "timings_ms" not in clock.stamp({"type": "response.done"})  # said once
+    assert clock.stamp({"type": "error"}) == {"type": "error"}
