@@ -40,10 +40,13 @@ class Mailbox:
         self._lanes[lane].append(item)
         self._ready.set()
 
-    def put_ahead(self, lane: Lane, item: Any, *, of: Callable[[Any], bool]) -> None:
+    def put_ahead(self, lane: Lane, item: Any, *, of: Callable[[Any], bool],
+                  refusable: bool = True) -> None:
         """Queue ``item`` ahead of the run of items at the lane's end for which
-        ``of(item)`` holds (behind everything else)."""
-        self._check_room(lane)
+        ``of(item)`` holds (behind everything else); with ``refusable=False`` even
+        into a full lane (an item that must not be lost, such as the client's close)."""
+        if refusable:
+            self._check_room(lane)
         queue = self._lanes[lane]
         at = len(queue)
         while at and of(queue[at - 1]):

@@ -246,7 +246,7 @@ async def _read(ws: WebSocket, runner: SessionRunner, attachment: WsAttachment,
         return
     attachment.ended.set()
     if code == 1000 or not resumable:
-        runner.request_close("client_close" if code == 1000 else "disconnect")
+        runner.client_closed("client_close" if code == 1000 else "disconnect")
     else:
         runner.request_detach(attachment)
 

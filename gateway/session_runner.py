@@ -113,6 +113,12 @@ class SessionRunner:
                       terminal: ServerEvent = ServerEvent.SESSION_CLOSED) -> None:
         self.mailbox.put_urgent(ri.Close(reason, terminal))
 
+    def client_closed(self, reason: str) -> None:
+        """The client ended the session (a 1000 close, Twilio's ``stop``): handled
+        after everything it sent before, except its queued audio (I7)."""
+        self.mailbox.put_ahead(Lane.CONTROL, ri.Close(reason), of=ri.is_audio,
+                               refusable=False)
+
     def request_expire(self, reason: str) -> None:
         self.request_close(reason, terminal=ServerEvent.SESSION_EXPIRED)
 

@@ -342,7 +342,7 @@ async def _read(ws: WebSocket, attachment: TwilioAttachment, bridge: TwilioBridg
     if attachment.ended.is_set():
         return
     if stopped:  # the call is over: one terminal, and forget the call
-        runner.request_close("twilio_stop")
+        runner.client_closed("twilio_stop")
         await bridge.registry.drop(attachment.call_sid)
         await attachment.ended.wait()
         return

@@ -87,3 +87,15 @@ def test_reply_clock_times_from_the_turns_end_and_stamps_response_done() -> None
                                   "first_audio": 500.0}
     assert "timings_ms" not in clock.stamp({"type": "response.done"})  # said once
     assert clock.stamp({"type": "error"}) == {"type": "error"}
+
+
+async def test_i7_an_unrefusable_item_goes_ahead_of_audio_into_a_full_lane() -> None:
+    """The client's own close: after the commands it sent before, ahead of its
+    queued audio, and never refused for want of room."""
+    box = Mailbox({**LIMITS, Lane.CONTROL: 3})
+    digit = c.DtmfReceived("dtmf", "#", 0.0)
+    for item in (digit, audio(1), audio(2)):
+        box.put(Lane.CONTROL, item)
+    box.put_ahead(Lane.CONTROL, "close", of=lambda i: isinstance(i, c.AppendAudio),
+                  refusable=False)
+    assert await drain(box) == [digit, "close", audio(1), audio(2)]
