@@ -14,7 +14,7 @@ import copy
 import json
 import random
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from hypothesis import strategies as st
 
@@ -164,7 +164,7 @@ class Hostile(random.Random):
             case _:
                 return self.randbytes(self.randrange(1, 60)).decode("latin-1")  # not JSON
 
-    _mutations: list[Callable[[Hostile, dict[str, Any]], str]] = [
+    _mutations: ClassVar[list[Callable[[Hostile, dict[str, Any]], str]]] = [
         _surrogate, _huge, _deep, _wrong_type, _junk]
 
 
