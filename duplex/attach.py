@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from duplex import events as ev
+from duplex.close_codes import CloseCode
 from duplex.journal import ReplayPlan, ReplayVerdict, plan_replay
 
-CLOSE_NORMAL = 1000
-CLOSE_REPLACED = 4000
 GAP_CLOSE_REASON = "resync_required"
 
 
@@ -54,7 +53,7 @@ class SendOld:
 
 @dataclass(frozen=True, slots=True)
 class EndOld:
-    code: int
+    code: CloseCode
     reason: str
 
 
@@ -83,7 +82,7 @@ class Replay:
 class Refuse:
     """Close the new socket and detach it: the session waits for another resume."""
 
-    code: int
+    code: CloseCode
     reason: str
 
 
@@ -94,14 +93,14 @@ def attach_steps(a: Attach) -> list[AttachStep]:
     steps: list[AttachStep] = []
     if a.replacing:  # the old socket hears why, then nothing more (R18)
         steps += [SendOld(ev.event(ev.E.SESSION_REPLACED, attachment_generation=a.generation)),
-                  EndOld(CLOSE_REPLACED, "session.replaced")]
+                  EndOld(CloseCode.SESSION_REPLACED, "session.replaced")]
     if a.cursor is None:
         return [*steps, Publish(ev.event(ev.E.SESSION_CREATED, session=a.session,
                                          resume_token=a.resume_token))]
     plan = plan_replay(a.cursor, a.oldest, a.last_seq)
     if plan.verdict is ReplayVerdict.JOURNAL_GAP:
         return [*steps, SendNew(resync_required(a.oldest, plan.last_seq)),
-                Refuse(CLOSE_NORMAL, GAP_CLOSE_REASON)]
+                Refuse(CloseCode.NORMAL, GAP_CLOSE_REASON)]
     recovered: dict[str, Any] = ({"recovered": True,
                                   "lost_response_id": a.recovery.lost_response_id}
                                  if a.recovery is not None else {"recovered": False})
@@ -114,7 +113,7 @@ def attach_steps(a: Attach) -> list[AttachStep]:
 def check_cursor(cursor: int, oldest: int | None, last_seq: int) -> ReplayPlan:
     """The resume handshake's check, before the attachment moves on: the plan, or
     (``JOURNAL_GAP``) the same answer ``attach_steps`` gives, sent by the caller
-    as ``resync_required`` and a ``CLOSE_NORMAL`` close."""
+    as ``resync_required`` and a normal close."""
     return plan_replay(cursor, oldest, last_seq)
 
 

@@ -189,10 +189,16 @@ def _response_create(obj: Mapping[str, Any], eid: str | None) -> Command:
         raise InvalidRequest("response.output_modalities must list 'audio' and/or 'text'",
                              code="invalid_value", param="response.output_modalities")
     metadata = opts.get("metadata")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise InvalidRequest("response.metadata must be an object", code="invalid_value",
+                             param="response.metadata")
+    conversation = opts.get("conversation", "auto")
+    if conversation not in ("auto", "none"):
+        raise InvalidRequest("response.conversation must be 'auto' or 'none'",
+                             code="invalid_value", param="response.conversation")
     return CreateResponse(
-        eid, instructions, tuple(mods) if mods else None,
-        metadata if isinstance(metadata, Mapping) else None,
-        out_of_band=opts.get("conversation") == "none",
+        eid, instructions, tuple(mods) if mods else None, metadata,
+        out_of_band=conversation == "none",
     )
 
 
@@ -212,8 +218,12 @@ def _playback_ack(obj: Mapping[str, Any], eid: str | None) -> Command:
     if played is None or played < 0:
         raise InvalidRequest("'played_ms' must be a number >= 0", code="invalid_value",
                              param="played_ms")
+    truncate = obj.get("truncate", False)
+    if not isinstance(truncate, bool):
+        raise InvalidRequest("'truncate' must be a boolean", code="invalid_value",
+                             param="truncate")
     return PlaybackAck(eid, played, _str(obj, "response_id", required=False),
-                       _str(obj, "item_id", required=False), bool(obj.get("truncate", False)))
+                       _str(obj, "item_id", required=False), truncate)
 
 
 def _resume(obj: Mapping[str, Any], eid: str | None) -> Command:
@@ -246,7 +256,8 @@ _PARSERS: Mapping[str, Parser] = {
     "playback.ack": _playback_ack,
     "session.heartbeat": lambda o, e: Heartbeat(e),
     "session.event_ack": lambda o, e: AckEvents(e, _int(o, "server_event_seq")),
-    "session.close": lambda o, e: CloseSession(e, str(o.get("reason") or "client_close")),
+    "session.close": lambda o, e: CloseSession(
+        e, _str(o, "reason", required=False) or "client_close"),
     "session.resume": _resume,
 }
 

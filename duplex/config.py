@@ -196,8 +196,17 @@ def _transcription(value: object, param: str) -> str | None:
     if value is None:
         return None
     obj = _obj(value, param)
-    model = obj.get("model", "default")
-    return model if isinstance(model, str) else "default"
+    return _text(obj, "model", "default", param) or "default"
+
+
+def _text(obj: Mapping[str, Any], key: str, current: str, param: str) -> str:
+    """A string field; absent or null keeps ``current``."""
+    value = obj.get(key)
+    if value is None:
+        return current
+    if not isinstance(value, str):
+        raise InvalidRequest(f"{param}.{key} must be a string", param=f"{param}.{key}")
+    return value
 
 
 def apply_update(config: SessionConfig, session: object) -> SessionConfig:
@@ -209,13 +218,11 @@ def apply_update(config: SessionConfig, session: object) -> SessionConfig:
             raise InvalidRequest("session.instructions must be a string",
                                  param="session.instructions")
         changes["instructions"] = obj["instructions"]
-    if "model" in obj and isinstance(obj["model"], str):
-        changes["model"] = obj["model"]
+    changes["model"] = _text(obj, "model", config.model, "session")
     for key in ("output_modalities", "modalities"):
         if key in obj:
             changes["output_modalities"] = _modalities(obj[key], f"session.{key}")
-    if "voice" in obj and isinstance(obj["voice"], str):
-        changes["voice"] = obj["voice"]
+    changes["voice"] = _text(obj, "voice", config.voice, "session")
     if "max_output_tokens" in obj or "max_response_output_tokens" in obj:
         raw = obj.get("max_output_tokens", obj.get("max_response_output_tokens"))
         if raw == "inf" or raw is None:
@@ -258,6 +265,6 @@ def apply_update(config: SessionConfig, session: object) -> SessionConfig:
             if "format" in out:
                 changes["output_format"] = parse_format(out["format"],
                                                         "session.audio.output.format")
-            if "voice" in out and isinstance(out["voice"], str):
-                changes["voice"] = out["voice"]
+            changes["voice"] = _text(out, "voice", changes.get("voice", config.voice),
+                                     "session.audio.output")
     return replace(config, **changes)

@@ -19,6 +19,7 @@ import socket
 import time
 
 from duplex.attach import check_cursor, reaped_terminal
+from duplex.close_codes import CloseCode
 from duplex.errors import DuplexError, InvalidRequest, SessionStateError
 from duplex.fence import Fence
 from duplex.journal import ReplayVerdict
@@ -125,7 +126,7 @@ class Gateway:
             attachment = runner.emitter.attachment
             if attachment is not None:
                 runner.emitter.attachment = None
-                await attachment.end(1012, "gateway restarting")
+                await attachment.end(CloseCode.SERVICE_RESTART, "gateway restarting")
                 try:
                     await self.store.detach(runner.session_id, attachment.generation,
                                             time.time())

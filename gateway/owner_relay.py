@@ -27,6 +27,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
+from duplex.close_codes import CloseCode, close_reason, sendable
 from gateway.metrics import Metrics
 
 if TYPE_CHECKING:
@@ -38,14 +39,12 @@ log = logging.getLogger(__name__)
 # resume is relayed at most once, whatever the owner table says meanwhile.
 RELAYED_BY_HEADER = "x-duplex-relayed-by"
 CONNECT_TIMEOUT_S = 3.0
-CLOSE_OWNER_GONE = 1012  # "service restart": resume again
 
 
 def _sendable(code: int) -> int:
     """A close code a close frame may carry; an abnormal end (1005/1006/1015, no
     frame) becomes 1001 "going away", which the owner treats as a drop."""
-    return code if code in (1000, 1001, 1002, 1003) or 1007 <= code <= 1014 \
-        or 3000 <= code <= 4999 else 1001
+    return code if sendable(code) else CloseCode.GOING_AWAY
 
 
 async def served_by_owner(ws: WebSocket, gateway: Gateway, session_id: str, path: str,
@@ -110,17 +109,18 @@ async def _relay(client: WebSocket, owner: ClientConnection, first: Sequence[str
         for task in (up, down):
             task.cancel()
         await asyncio.gather(up, down, return_exceptions=True)
-        await owner.close(1001, "relay ended")  # a no-op once a close was passed on
+        await owner.close(CloseCode.GOING_AWAY, "relay ended")  # a no-op once a close was passed on
 
 
 async def _client_to_owner(client: WebSocket, owner: ClientConnection) -> bool:
     """Client frames to the owner; True once the client has gone (its close passed on)."""
-    code, reason = 1001, ""
+    code, reason = int(CloseCode.GOING_AWAY), ""
     try:
         while True:
             msg = await client.receive()
             if msg["type"] == "websocket.disconnect":
-                code, reason = int(msg.get("code") or 1006), str(msg.get("reason") or "")
+                code = int(msg.get("code") or CloseCode.ABNORMAL)
+                reason = str(msg.get("reason") or "")
                 break
             text, data = msg.get("text"), msg.get("bytes")
             await owner.send(text if text is not None else data or b"")
@@ -130,7 +130,7 @@ async def _client_to_owner(client: WebSocket, owner: ClientConnection) -> bool:
         pass  # receive after the socket was closed
     except ConnectionClosed:
         return False
-    await owner.close(_sendable(code), reason[:120])
+    await owner.close(_sendable(code), close_reason(reason))
     return True
 
 
@@ -148,11 +148,11 @@ async def _owner_to_client(owner: ClientConnection, client: WebSocket) -> bool:
         return False
     received = owner.protocol.close_rcvd
     if received is None:
-        code, reason = CLOSE_OWNER_GONE, "the session's owner went away; resume again"
+        code, reason = int(CloseCode.SERVICE_RESTART), "the session's owner went away; resume again"
     else:
         code, reason = _sendable(received.code), received.reason
     try:
-        await client.close(code, reason[:120])
+        await client.close(code, close_reason(reason))
     except (RuntimeError, WebSocketDisconnect):
         pass
     return True

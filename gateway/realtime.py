@@ -18,20 +18,23 @@ Connection semantics (the duplex extensions):
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hmac
 import json
 import logging
 from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
+from starlette.types import Message
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from duplex import commands as c
-from duplex.attach import CLOSE_NORMAL, GAP_CLOSE_REASON, resync_required
+from duplex import wire
+from duplex.attach import GAP_CLOSE_REASON, resync_required
+from duplex.close_codes import CloseCode, close_reason
 from duplex.errors import CapacityError, DuplexError, InvalidRequest, SessionStateError
-from gateway import owner_relay
+from gateway import owner_relay, sockets
 from gateway.gateway import ResyncRequired
+from gateway.log_limits import LogLimiter
 
 if TYPE_CHECKING:
     from gateway.gateway import Gateway
@@ -42,7 +45,6 @@ log = logging.getLogger(__name__)
 KEY_SUBPROTOCOL = "openai-insecure-api-key."
 BETA_SUBPROTOCOL = "openai-beta.realtime-v1"
 FIRST_MESSAGE_TIMEOUT_S = 10.0
-CLOSE_REPLACED = 4000
 
 
 class WsAttachment:
@@ -52,7 +54,7 @@ class WsAttachment:
         self.ws = ws
         self.generation = generation
         self.ended = asyncio.Event()
-        self.close_code, self.close_reason, self.linger_s = 1000, "", 0.0
+        self.close_code, self.close_reason, self.linger_s = int(CloseCode.NORMAL), "", 0.0
         # a resumed socket proves it holds the rotated token by speaking
         self.unconfirmed = resumed
 
@@ -64,16 +66,13 @@ class WsAttachment:
         (or until the client closes it) so late commands still get an answer."""
         if self.ended.is_set():
             return
-        self.close_code, self.close_reason, self.linger_s = code, reason[:120], linger_s
+        self.close_code, self.close_reason, self.linger_s = code, close_reason(reason), linger_s
         self.ended.set()
         if not linger_s:
             await self.close()
 
     async def close(self) -> None:
-        try:
-            await self.ws.close(self.close_code, self.close_reason)
-        except (RuntimeError, WebSocketDisconnect):
-            pass  # the peer is already gone
+        await sockets.close(self.ws, self.close_code, self.close_reason)
 
 
 def _offered_key(ws: WebSocket, protocols: list[str]) -> str | None:
@@ -86,20 +85,21 @@ def _offered_key(ws: WebSocket, protocols: list[str]) -> str | None:
     return None
 
 
-async def _refuse(ws: WebSocket, error: DuplexError, close_code: int) -> None:
+async def _refuse(ws: WebSocket, error: DuplexError, close_code: CloseCode) -> None:
     await _send_and_close(ws, {"type": "error", "error": error.to_wire()}, close_code,
                           error.message)
 
 
-async def _send_and_close(ws: WebSocket, message: dict[str, object], close_code: int,
+async def _send_and_close(ws: WebSocket, message: dict[str, object], close_code: CloseCode,
                           reason: str = "") -> None:
     try:
         await ws.send_text(json.dumps(message))
-        await ws.close(close_code, reason[:120])
     except (RuntimeError, WebSocketDisconnect):
-        pass
+        return  # the peer is already gone
+    await sockets.close(ws, close_code, reason)
 
 
+@sockets.total
 async def realtime_endpoint(ws: WebSocket) -> None:
     gateway: Gateway = ws.app.state.gateway
     protocols = list(ws.scope.get("subprotocols") or [])
@@ -111,12 +111,12 @@ async def realtime_endpoint(ws: WebSocket) -> None:
         if not hmac.compare_digest(offered.encode(), expected.encode()):
             log.warning("refused a connection with a missing or wrong API key")
             await _refuse(ws, InvalidRequest("invalid or missing API key",
-                                             code="invalid_api_key"), 1008)
+                                             code="invalid_api_key"), CloseCode.POLICY)
             return
     why = await gateway.readiness(fresh=False)
     if why:
         await _refuse(ws, DuplexError(f"the gateway is not ready: {why}",
-                                      code="not_ready"), 1013)
+                                      code="not_ready"), CloseCode.TRY_AGAIN_LATER)
         return
     beta = ("realtime=v1" in ws.headers.get("openai-beta", "")
             or BETA_SUBPROTOCOL in protocols)
@@ -145,17 +145,17 @@ async def _open(ws: WebSocket, gateway: Gateway,
         runner, token = await gateway.open_session(beta=beta)
     except CapacityError as exc:
         gateway.metrics.sessions_rejected.labels(exc.code).inc()
-        await _refuse(ws, exc, 1013)
+        await _refuse(ws, exc, CloseCode.TRY_AGAIN_LATER)
         return None
     except DuplexError as exc:
-        await _refuse(ws, exc, 1011)
+        await _refuse(ws, exc, CloseCode.INTERNAL_ERROR)
         return None
     attachment = WsAttachment(ws, generation=1)
     await runner.attach(attachment, resume_token=token, cursor=None)
     return runner, attachment
 
 
-async def _first_command(ws: WebSocket) -> tuple[c.Command, str] | None:
+async def _first_command(ws: WebSocket, max_bytes: int) -> tuple[c.Command, str] | None:
     """The first message, parsed and as sent; None when the client went first."""
     try:
         msg = await asyncio.wait_for(ws.receive(), FIRST_MESSAGE_TIMEOUT_S)
@@ -164,17 +164,17 @@ async def _first_command(ws: WebSocket) -> tuple[c.Command, str] | None:
                              f"{FIRST_MESSAGE_TIMEOUT_S:.0f} s", code="config_timeout") from None
     if msg["type"] == "websocket.disconnect":
         return None
-    text = msg.get("text") or "null"
-    try:
-        return c.parse_command(json.loads(text)), text
-    except ValueError:
-        raise InvalidRequest("message is not valid JSON", code="invalid_json") from None
+    text = msg.get("text")
+    if text is None:
+        raise InvalidRequest("the first message of a resume must be session.resume",
+                             code="invalid_session_resume")
+    return wire.decode_command(text, max_bytes=max_bytes), text
 
 
 async def _resume(ws: WebSocket, gateway: Gateway, sid: str,
                   beta: bool) -> tuple[SessionRunner, WsAttachment] | None:
     try:
-        first = await _first_command(ws)
+        first = await _first_command(ws, gateway.config.max_message_bytes)
         if first is None:
             return None
         cmd, text = first
@@ -192,13 +192,13 @@ async def _resume(ws: WebSocket, gateway: Gateway, sid: str,
         attachment = WsAttachment(ws, generation, resumed=True)
         await runner.attach(attachment, resume_token=token, cursor=cursor)
     except ResyncRequired as exc:  # the one rule for a gap: duplex.attach
-        await _send_and_close(ws, resync_required(exc.oldest, exc.last), CLOSE_NORMAL,
+        await _send_and_close(ws, resync_required(exc.oldest, exc.last), CloseCode.NORMAL,
                               GAP_CLOSE_REASON)
         return None
     except DuplexError as exc:
         gateway.metrics.errors.labels(exc.code).inc()
-        await _refuse(ws, exc, 1008 if isinstance(exc, InvalidRequest | SessionStateError)
-                      else 1011)
+        await _refuse(ws, exc, CloseCode.POLICY if isinstance(
+            exc, InvalidRequest | SessionStateError) else CloseCode.INTERNAL_ERROR)
         return None
     if attachment.ended.is_set():
         return None  # refused after the swap (session.resync_required): nothing to read
@@ -222,65 +222,82 @@ async def _relayed_to_owner(ws: WebSocket, gateway: Gateway, sid: str, first: st
 
 async def _read(ws: WebSocket, runner: SessionRunner, attachment: WsAttachment,
                 resumable: bool, max_bytes: int) -> None:
-    code = 1006
+    code = int(CloseCode.ABNORMAL)
+    limiter = LogLimiter(log)  # this socket's warnings: a flood is one line
     try:
         while True:
             msg = await ws.receive()
             if msg["type"] == "websocket.disconnect":
-                code = int(msg.get("code") or 1006)
+                code = int(msg.get("code") or CloseCode.ABNORMAL)
                 break
             if runner.emitter.attachment is not attachment:
                 return  # replaced or ended: this socket's input no longer counts (R18)
-            if runner.closed.is_set():
-                await _refuse_late(runner, msg.get("text"))
-                continue
-            if attachment.unconfirmed:
-                attachment.unconfirmed = False
-                runner.confirm_token(attachment.generation)
-            _dispatch(runner, msg.get("text"), msg.get("bytes"), max_bytes)
+            await _take(runner, attachment, msg, max_bytes, limiter)
     except WebSocketDisconnect as exc:
         code = exc.code
     except RuntimeError:
         pass  # receive after the server closed the socket
+    finally:
+        limiter.flush()
     if attachment.ended.is_set():
         return
     attachment.ended.set()
-    if code == 1000 or not resumable:
-        runner.client_closed("client_close" if code == 1000 else "disconnect")
+    if code == CloseCode.NORMAL or not resumable:
+        runner.client_closed("client_close" if code == CloseCode.NORMAL else "disconnect")
     else:
         runner.request_detach(attachment)
 
 
-def _dispatch(runner: SessionRunner, text: str | None, data: bytes | None,
-              max_bytes: int) -> None:
-    size = len(text.encode()) if text is not None else len(data or b"")
+async def _take(runner: SessionRunner, attachment: WsAttachment, msg: Message,
+                max_bytes: int, limiter: LogLimiter) -> None:
+    """One client frame. Total: whatever it holds, the session lives, and the
+    client hears at most one ``error`` about it."""
+    text, data = msg.get("text"), msg.get("bytes")
     try:
-        if size > max_bytes:
-            raise InvalidRequest(f"message of {size} bytes exceeds the {max_bytes}-byte limit",
-                                 code="event_too_large")
+        if runner.closed.is_set():
+            await _refuse_late(runner, text, max_bytes)
+            return
+        if attachment.unconfirmed:
+            attachment.unconfirmed = False
+            runner.confirm_token(attachment.generation)
+        _dispatch(runner, text, data, max_bytes, limiter)
+    except Exception:  # a bug of ours on one message: that message fails, not the session
+        limiter.warning("failed", "session %s: a client message failed", runner.session_id,
+                        exc_info=True)
+        runner.report(DuplexError("the server failed to handle this message",
+                                  code="internal_error"))
+
+
+def _dispatch(runner: SessionRunner, text: str | None, data: bytes | None, max_bytes: int,
+              limiter: LogLimiter) -> None:
+    cmd: c.Command | None = None
+    try:
         if text is None:
             # Extension: binary frames are raw audio in the session's input format.
-            runner.submit(c.AppendAudio(None, data or b""))
-            return
-        try:
-            obj = json.loads(text, parse_constant=_no_constants)
-        except ValueError:
-            raise InvalidRequest("message is not valid JSON", code="invalid_json") from None
-        runner.submit(c.parse_command(obj))
+            data = data or b""
+            if len(data) > max_bytes:
+                raise InvalidRequest(f"message of {len(data)} bytes exceeds the "
+                                     f"{max_bytes}-byte limit", code="event_too_large")
+            cmd = c.AppendAudio(None, data)
+        else:
+            cmd = wire.decode_command(text, max_bytes=max_bytes)
+        runner.submit(cmd)
+    except CapacityError:
+        # The mailbox is full, so an error event could not be queued either.
+        limiter.warning("flooded", "session %s: mailbox full; dropped a client %s",
+                        runner.session_id, type(cmd).__name__)
     except DuplexError as exc:
         runner.report(exc)
 
 
-async def _refuse_late(runner: SessionRunner, text: str | None) -> None:
+async def _refuse_late(runner: SessionRunner, text: str | None, max_bytes: int) -> None:
     """A command read after the session ended: refuse it, echoing its event_id. The
     worker is done, so the reader may write now."""
     event_id = None
-    with contextlib.suppress(ValueError, AttributeError):
-        raw = json.loads(text or "null").get("event_id")
-        event_id = raw if isinstance(raw, str) else None
+    if text is not None:
+        try:
+            event_id = wire.decode_command(text, max_bytes=max_bytes).event_id
+        except InvalidRequest as exc:
+            event_id = exc.event_id
     await runner.emitter.send_unjournaled(SessionStateError(
         "the session is closed", code="session_closed", event_id=event_id))
-
-
-def _no_constants(name: str) -> object:
-    raise ValueError(f"{name} is not JSON")  # NaN/Infinity: Python accepts them, JSON does not

@@ -23,6 +23,7 @@ from typing import Any
 from duplex import attach as at
 from duplex import commands as c
 from duplex import effects as fx
+from duplex.close_codes import CloseCode
 from duplex.errors import (
     CapacityError,
     DuplexError,
@@ -39,6 +40,7 @@ from engines.base import StageOutput
 from gateway import runner_items as ri
 from gateway.audio_io import AudioIO
 from gateway.emitter import Attachment, Emitter, dumps
+from gateway.log_limits import LogLimiter
 from gateway.mailbox import Lane, Mailbox
 from gateway.metrics import Metrics
 from orchestrator.duplex import DuplexOrchestrator
@@ -48,6 +50,7 @@ log = logging.getLogger(__name__)
 
 MAX_UNSAVED = 256  # history/config writes held while Redis is away
 LINGER_S = 2.0  # after the terminal, late commands are refused this long, then close
+MAX_REASON_CHARS = 256  # a client's session.close reason, as the terminal repeats it (I8)
 
 
 class SessionRunner:
@@ -77,6 +80,7 @@ class SessionRunner:
         self.plan = plugin.plan()  # which stage hears what: the plugin's to say
         self._view = ri.CoreView(core)
         self.clock = ri.ReplyClock()
+        self._warn = LogLimiter(log)  # what a client can trigger at will: one line a while
         self._renewed_at = 0.0
         self._unsaved: deque[fx.SaveItem | fx.ForgetItem | fx.SaveConfig] = deque()
         self.recovery: at.Recovery | None = None  # said in the next session.resumed
@@ -106,8 +110,8 @@ class SessionRunner:
         try:
             self.mailbox.put(Lane.CONTROL, ri.ClientError(error))
         except CapacityError:
-            log.warning("session %s: dropped error %s (mailbox full)", self.session_id,
-                        error.code)
+            self._warn.warning("dropped-error", "session %s: dropped error %s (mailbox full)",
+                               self.session_id, error.code)
 
     def request_close(self, reason: str, *,
                       terminal: ServerEvent = ServerEvent.SESSION_CLOSED) -> None:
@@ -165,7 +169,8 @@ class SessionRunner:
         try:
             self.mailbox.put(lane, item)
         except CapacityError:
-            log.warning("session %s: %s lane full; dropping", self.session_id, lane.name)
+            self._warn.warning(f"full-{lane.name}", "session %s: %s lane full; dropping",
+                               self.session_id, lane.name)
 
     # -- the session's task group ---------------------------------------------------
 
@@ -185,15 +190,28 @@ class SessionRunner:
             except LeaseLost as exc:
                 await self._lose_lease(exc)
             except DuplexError as exc:
-                if isinstance(item, c.Command) and exc.event_id is None:
-                    exc.event_id = item.event_id
-                if isinstance(item, ri.Attach) and not item.done.done():
-                    item.done.set_exception(exc)
-                    continue
-                try:
-                    await self._publish_error(exc)
-                except LeaseLost as lost:
-                    await self._lose_lease(lost)
+                await self._refused(item, exc)
+            except Exception as exc:
+                if not isinstance(item, c.Command):
+                    raise  # the runner's own item: gateway._run fails the session
+                # one command's bug must not end the session (nor flood the log)
+                self._warn.warning("command-bug", "session %s: %s failed", self.session_id,
+                                   type(item).__name__, exc_info=True)
+                await self._refused(item, DuplexError(
+                    f"the server failed to handle this event: {type(exc).__name__}",
+                    code="internal_error"))
+
+    async def _refused(self, item: Any, exc: DuplexError) -> None:
+        """``item`` failed with ``exc``: its waiter, or the client, hears why."""
+        if isinstance(item, c.Command) and exc.event_id is None:
+            exc.event_id = item.event_id
+        if isinstance(item, ri.Attach) and not item.done.done():
+            item.done.set_exception(exc)
+            return
+        try:
+            await self._publish_error(exc)
+        except LeaseLost as lost:
+            await self._lose_lease(lost)
 
     async def _publish_error(self, exc: DuplexError) -> None:
         await self.emitter.publish([event(ServerEvent.ERROR, error=exc.to_wire())])
@@ -467,7 +485,7 @@ class SessionRunner:
         self.closed.set()
         if self.emitter.attachment is not None:
             await self.emitter.send_unjournaled(exc)
-            await self.emitter.attachment.end(4001, "lease lost")
+            await self.emitter.attachment.end(CloseCode.LEASE_LOST, "lease lost")
         self._finish()
 
     # -- the end ---------------------------------------------------------------------
@@ -480,7 +498,7 @@ class SessionRunner:
         self.core.close(reason)
         await self._run_effects()
         await self.orch.detach(self.core.fence)
-        final = event(terminal, reason=reason)
+        final = event(terminal, reason=reason[:MAX_REASON_CHARS])
         try:
             journaled = await self.emitter.publish([final])
         except DuplexError as exc:  # e.g. another process claimed it meanwhile
@@ -497,7 +515,7 @@ class SessionRunner:
         self.closed.set()
         await self._refuse_queued()
         if self.emitter.attachment is not None:
-            await self.emitter.attachment.end(1000, reason, linger_s=LINGER_S)
+            await self.emitter.attachment.end(CloseCode.NORMAL, reason, linger_s=LINGER_S)
         self._finish()
 
     async def _refuse_queued(self) -> None:
@@ -524,7 +542,7 @@ class SessionRunner:
                                 code="internal_error")
             with contextlib.suppress(Exception):
                 await attachment.send_text(dumps({"type": "error", "error": error.to_wire()}))
-            await attachment.end(1011, "session failed")
+            await attachment.end(CloseCode.INTERNAL_ERROR, "session failed")
         if self.task is not None and self.task is not asyncio.current_task():
             self.task.cancel()
         self._finish()

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import json
 import logging
 import time
 from dataclasses import dataclass
@@ -30,11 +29,15 @@ from starlette.responses import Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from duplex import commands as c
-from duplex.errors import CapacityError, DuplexError
+from duplex import wire
+from duplex.close_codes import CloseCode
+from duplex.errors import CapacityError, DuplexError, InvalidRequest
 from duplex.store.client import connect
+from gateway import sockets
 from gateway.config import GatewayConfig
+from gateway.log_limits import LogLimiter
 from gateway.owner_relay import RELAYED_BY_HEADER, served_by_owner
-from gateway.telephony.attachment import TwilioAttachment, submit
+from gateway.telephony.attachment import TwilioAttachment
 from gateway.telephony.calls import Binding, CallRegistry
 from gateway.telephony.security import (
     mint_stream_token,
@@ -138,6 +141,7 @@ async def voice_webhook(request: Request) -> Response:
 # -- the media stream socket --------------------------------------------------------------
 
 
+@sockets.total
 async def media_stream_endpoint(ws: WebSocket) -> None:
     gateway: Gateway = ws.app.state.gateway
     bridge: TwilioBridge = ws.app.state.twilio
@@ -146,7 +150,7 @@ async def media_stream_endpoint(ws: WebSocket) -> None:
         secret = await bridge.secret()
     except DuplexError as exc:
         log.warning("twilio media stream refused: %s", exc.message)
-        await ws.close(1011, exc.code)
+        await sockets.close(ws, CloseCode.INTERNAL_ERROR, exc.code)
         return
     auth = bridge.config.twilio_auth_token
     if auth is not None:
@@ -156,24 +160,47 @@ async def media_stream_endpoint(ws: WebSocket) -> None:
                                   ws.headers.get(RELAY_PROOF_HEADER))):
             log.warning("twilio media stream refused: bad or missing X-Twilio-Signature "
                         "for %s", url)
-            await ws.close(1008, "invalid signature")
+            await sockets.close(ws, CloseCode.POLICY, "invalid signature")
             return
-    started = await _await_start(ws, secret)
+    stream = _Stream(ws, gateway.config.max_message_bytes, LogLimiter(log))
+    try:
+        await _serve(stream, gateway, bridge, secret)
+    finally:
+        stream.ignored.flush()
+
+
+async def _serve(stream: _Stream, gateway: Gateway, bridge: TwilioBridge,
+                 secret: bytes) -> None:
+    ws = stream.ws
+    started = await _await_start(stream, secret)
     if started is None:
         return
     start, first = started
     why = await gateway.readiness(fresh=False)
     if why:
         log.warning("twilio media stream refused: the gateway is not ready: %s", why)
-        await ws.close(1013, "not ready")
+        await sockets.close(ws, CloseCode.TRY_AGAIN_LATER, "not ready")
         return
     attachment = await _bind(ws, gateway, bridge, start, first)
     if attachment is None:
         return  # refused, or served through the session's owner
     async with asyncio.TaskGroup() as tg:
-        reader = tg.create_task(_read(ws, attachment, bridge))
+        reader = tg.create_task(_read(stream, attachment, bridge))
         await attachment.ended.wait()
         reader.cancel()
+
+
+@dataclass(frozen=True, slots=True)
+class _Stream:
+    """One media stream socket: its size limit and its rate-limited ignore log."""
+
+    ws: WebSocket
+    max_bytes: int
+    ignored: LogLimiter
+
+    def ignore(self, kind: str, call: str, why: str) -> None:
+        """Twilio sent something we cannot use: say so (rate-limited), go on."""
+        self.ignored.warning(kind, "call %s: ignored %s", call, why)
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,33 +210,37 @@ class _Start:
     instructions: str
 
 
-def _parse(text: str | None) -> dict[str, Any] | None:
-    """One Twilio message, or None (logged) for anything malformed."""
+def _parse(stream: _Stream, text: str | None, call: str) -> dict[str, Any] | None:
+    """One Twilio message, or None (logged, rate-limited) for anything malformed."""
+    if text is None:
+        stream.ignore("binary", call, "a binary frame")
+        return None
     try:
-        msg = json.loads(text or "")
-    except ValueError:
-        log.warning("twilio: ignored a message that is not JSON")
+        msg = wire.decode_json(text, max_bytes=stream.max_bytes)
+    except InvalidRequest as exc:
+        stream.ignore(exc.code, call, f"a message that is not usable JSON ({exc.code})")
         return None
     if not isinstance(msg, dict) or not isinstance(msg.get("event"), str):
-        log.warning("twilio: ignored a message without an event name")
+        stream.ignore("no_event", call, "a message without an event name")
         return None
     return msg
 
 
-async def _await_start(ws: WebSocket, secret: bytes) -> tuple[_Start, list[str]] | None:
+async def _await_start(stream: _Stream, secret: bytes) -> tuple[_Start, list[str]] | None:
     """Read up to ``start`` and check it (token, media format); None when refused.
     Also returns the `connected` and `start` messages as sent (a relay passes them on)."""
+    ws = stream.ws
     deadline = time.monotonic() + START_TIMEOUT_S
     read: list[str] = []
     while True:
         try:
             raw = await asyncio.wait_for(ws.receive(), max(0.01, deadline - time.monotonic()))
         except TimeoutError:
-            await ws.close(1008, "no start message")
+            await sockets.close(ws, CloseCode.POLICY, "no start message")
             return None
         if raw["type"] == "websocket.disconnect":
             return None
-        msg = _parse(raw.get("text"))
+        msg = _parse(stream, raw.get("text"), "(before start)")
         if msg is not None and msg["event"] == "connected" and not read:
             read.append(raw["text"])  # kept for a relay (junk is not: bounded, I8)
         if msg is None or msg["event"] != "start":
@@ -219,7 +250,7 @@ async def _await_start(ws: WebSocket, secret: bytes) -> tuple[_Start, list[str]]
         if start is not None:
             return start, read
         log.warning("twilio media stream refused: %s", refusal)
-        await ws.close(1008, refusal)
+        await sockets.close(ws, CloseCode.POLICY, refusal)
         return None
 
 
@@ -260,7 +291,8 @@ async def _bind(ws: WebSocket, gateway: Gateway, bridge: TwilioBridge, start: _S
         return await _open(ws, gateway, bridge, start)
     except DuplexError as exc:
         log.warning("call %s: no session: %s", start.call_sid, exc.message)
-        await ws.close(1013 if isinstance(exc, CapacityError) else 1011, exc.code)
+        await sockets.close(ws, CloseCode.TRY_AGAIN_LATER if isinstance(exc, CapacityError)
+                            else CloseCode.INTERNAL_ERROR, exc.code)
         return None
 
 
@@ -287,7 +319,7 @@ async def _open(ws: WebSocket, gateway: Gateway, bridge: TwilioBridge,
     update: dict[str, Any] = {**PCMU_SESSION}
     if start.instructions:
         update["instructions"] = start.instructions
-    submit(runner, c.UpdateSession(None, update), start.call_sid)
+    attachment.submit(c.UpdateSession(None, update))
     log.info("call %s: session %s (stream %s)", start.call_sid, runner.session_id,
              start.stream_sid)
     return attachment
@@ -314,26 +346,26 @@ async def _resume(ws: WebSocket, gateway: Gateway, bridge: TwilioBridge, start: 
     return attachment
 
 
-async def _read(ws: WebSocket, attachment: TwilioAttachment, bridge: TwilioBridge) -> None:
+async def _read(stream: _Stream, attachment: TwilioAttachment, bridge: TwilioBridge) -> None:
     runner = attachment.runner
     stopped = False
     touched = time.monotonic()
     try:
         while True:
-            raw = await ws.receive()
+            raw = await stream.ws.receive()
             if raw["type"] == "websocket.disconnect":
                 break
             if runner.emitter.attachment is not attachment:
                 # replaced, ended or detached: this socket no longer speaks for the call
-                await attachment.end(1000, "detached")
+                await attachment.end(CloseCode.NORMAL, "detached")
                 return
-            msg = _parse(raw.get("text"))
+            msg = _parse(stream, raw.get("text"), attachment.call_sid)
             if msg is None:
                 continue
             if msg["event"] == "stop":
                 stopped = True
                 break
-            _dispatch(msg, attachment)
+            _take(stream, msg, attachment)
             if time.monotonic() - touched > TOUCH_EVERY_S:
                 touched = time.monotonic()
                 await bridge.registry.touch(attachment.call_sid)
@@ -351,34 +383,55 @@ async def _read(ws: WebSocket, attachment: TwilioAttachment, bridge: TwilioBridg
     runner.request_detach(attachment)
 
 
-def _dispatch(msg: dict[str, Any], attachment: TwilioAttachment) -> None:
-    """One message after ``start``; malformed ones are logged and ignored."""
-    call = attachment.call_sid
+def _take(stream: _Stream, msg: dict[str, Any], attachment: TwilioAttachment) -> None:
+    """One message after ``start``. Total: whatever it holds, the call goes on."""
+    try:
+        _dispatch(stream, msg, attachment)
+    except Exception:  # a bug of ours on one message: that message is lost, not the call
+        stream.ignored.warning("failed", "call %s: a Twilio %s message failed",
+                               attachment.call_sid, str(msg["event"])[:40], exc_info=True)
+
+
+def _dispatch(stream: _Stream, msg: dict[str, Any], attachment: TwilioAttachment) -> None:
+    """One message after ``start``; malformed ones are logged (rate-limited) and ignored."""
+    call, event = attachment.call_sid, msg["event"]
     if msg.get("streamSid") != attachment.stream_sid:
-        log.warning("call %s: ignored %s for stream %r", call, msg["event"],
-                    str(msg.get("streamSid"))[:40])
+        stream.ignore("stream_sid", call, f"{event[:40]!r} for another stream")
         return
-    body = msg.get(msg["event"])
-    body = body if isinstance(body, dict) else {}
-    match msg["event"]:
+    body = msg.get(event)
+    if not isinstance(body, dict):
+        if event not in ("connected", "start"):
+            stream.ignore("no_body", call, f"{event[:40]!r} without its {event[:40]!r} object")
+        return
+    match event:
         case "media":
-            if body.get("track", "inbound") not in ("inbound", "inbound_track"):
-                return
-            try:
-                audio = base64.b64decode(body.get("payload") or "", validate=True)
-            except (binascii.Error, ValueError):
-                log.warning("call %s: ignored media with bad base64", call)
-                return
-            submit(attachment.runner, c.AppendAudio(None, audio), call)
+            track, payload = body.get("track", "inbound"), body.get("payload")
+            if not isinstance(track, str) or not isinstance(payload, str):
+                stream.ignore("media_type", call, "media whose track/payload is not a string")
+            elif track in ("inbound", "inbound_track"):
+                _media(stream, payload, attachment)
         case "mark":
             name = body.get("name")
             if isinstance(name, str):
                 attachment.on_mark(name)
+            else:
+                stream.ignore("mark_type", call, "a mark whose name is not a string")
         case "dtmf":
             digit = body.get("digit")
             if isinstance(digit, str) and digit:
-                submit(attachment.runner, c.DtmfReceived(None, digit[:1], time.time()), call)
+                attachment.submit(c.DtmfReceived(None, digit[:1], time.time()))
+            else:
+                stream.ignore("dtmf_type", call, "dtmf whose digit is not a string")
         case "connected" | "start":
             pass
         case other:
-            log.warning("call %s: ignored unknown event %r", call, other[:40])
+            stream.ignore("unknown_event", call, f"unknown event {other[:40]!r}")
+
+
+def _media(stream: _Stream, payload: str, attachment: TwilioAttachment) -> None:
+    try:
+        audio = base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        stream.ignore("bad_base64", attachment.call_sid, "media with bad base64")
+        return
+    attachment.submit(c.AppendAudio(None, audio))

@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from duplex import commands as c
+from duplex.close_codes import close_reason
 from duplex.errors import CapacityError
+from gateway.log_limits import LogLimiter
 
 if TYPE_CHECKING:
     from gateway.session_runner import SessionRunner
@@ -54,6 +56,7 @@ class TwilioAttachment:
         self.ended = asyncio.Event()
         self.reply: _Reply | None = None
         self.marks_sent = 0
+        self.warnings = LogLimiter(log)  # Twilio floods; this socket's log does not
 
     async def send_text(self, text: str) -> None:
         ev = json.loads(text)
@@ -89,7 +92,8 @@ class TwilioAttachment:
         try:
             reply.heard_ms = max(reply.heard_ms, float(ms))
         except ValueError:
-            log.warning("call %s: mark %r is not one of ours", self.call_sid, name[:80])
+            self.warnings.warning("foreign_mark", "call %s: mark %r is not one of ours",
+                                  self.call_sid, name[:80])
 
     async def _barge_in(self) -> None:
         reply = self.reply
@@ -100,7 +104,7 @@ class TwilioAttachment:
         heard = int(reply.heard_ms)
         log.info("call %s: barge-in; %s heard %d of %.0f ms", self.call_sid,
                  reply.response_id, heard, reply.sent_ms)
-        submit(self.runner, c.TruncateItem(None, reply.item_id, 0, heard), self.call_sid)
+        self.submit(c.TruncateItem(None, reply.item_id, 0, heard))
 
     async def end(self, code: int, reason: str, *, linger_s: float = 0.0) -> None:
         # No lingering: Twilio sends no commands that a refusal would answer.
@@ -108,13 +112,14 @@ class TwilioAttachment:
             return
         self.ended.set()
         try:
-            await self.ws.close(code, reason[:120])
+            await self.ws.close(code, close_reason(reason))
         except (RuntimeError, WebSocketDisconnect):
             pass
 
-
-def submit(runner: SessionRunner, cmd: c.Command, call_sid: str) -> None:
-    try:
-        runner.submit(cmd)
-    except CapacityError:
-        log.warning("call %s: session flooded; dropped %s", call_sid, type(cmd).__name__)
+    def submit(self, cmd: c.Command) -> None:
+        """Queue ``cmd`` for the session; a flooded session drops it (logged, rate-limited)."""
+        try:
+            self.runner.submit(cmd)
+        except CapacityError:
+            self.warnings.warning("flooded", "call %s: session flooded; dropped %s",
+                                  self.call_sid, type(cmd).__name__)

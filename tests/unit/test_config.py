@@ -25,7 +25,7 @@ DEFAULT = SessionConfig()
         ({}, {}),
         ({"instructions": "Be brief."}, {"instructions": "Be brief."}),
         ({"model": "m2"}, {"model": "m2"}),
-        ({"model": 7}, {}),  # non-string model ignored
+        ({"model": None, "voice": None}, {}),  # null keeps the current value
         ({"voice": "alloy"}, {"voice": "alloy"}),
         ({"output_modalities": ["text"]}, {"output_modalities": ("text",)}),
         ({"output_modalities": ["audio", "text", "audio"]},
@@ -107,6 +107,11 @@ def test_update_does_not_mutate_the_old_config() -> None:
          "session.audio.output.format"),
         ({"audio": {"output": {"format": 5}}}, "unsupported_audio_format",
          "session.audio.output.format"),
+        ({"model": 7}, "invalid_request", "session.model"),
+        ({"voice": ["alloy"]}, "invalid_request", "session.voice"),
+        ({"audio": {"output": {"voice": 1}}}, "invalid_request", "session.audio.output.voice"),
+        ({"audio": {"input": {"transcription": {"model": {}}}}}, "invalid_request",
+         "session.audio.input.transcription.model"),
         ({"turn_detection": {"type": "semantic_vad"}}, "unsupported_turn_detection",
          "session.turn_detection.type"),
         ({"audio": {"input": {"turn_detection": {"type": "none"}}}},
