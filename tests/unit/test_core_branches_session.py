@@ -1,4 +1,4 @@
-"""duplex/session.py: DTMF, transcripts without transcription, and the command router.
+"""duplex/session.py: DTMF, transcripts, silent chunks, old ledgers and the command router.
 
 The router table drives every conversation command through ``apply_command``
 and checks the event that proves it reached the right method, so a swapped
@@ -17,10 +17,10 @@ import pytest
 
 from duplex import commands as c
 from duplex import effects as fx
-from duplex.errors import SessionStateError
+from duplex.errors import InvalidRequest, SessionStateError
 from duplex.events import ServerEvent as E
 from duplex.fence import Fence
-from duplex.session import SessionCore, apply_command
+from duplex.session import KEEP_LEDGERS, SessionCore, apply_command
 from duplex.turns import TurnState
 
 
@@ -35,9 +35,9 @@ def emitted(core: SessionCore) -> list[dict[str, Any]]:
     return [e.event for e in core.effects() if isinstance(e, fx.Emit)]
 
 
-def finished_reply(core: SessionCore) -> str:
-    """Play one whole assistant audio reply; its item id."""
-    core.create_response(c.CreateResponse(None, None, None, None, False))
+def finished_reply(core: SessionCore, modalities: tuple[str, ...] | None = None) -> str:
+    """Play one whole assistant reply (audio unless ``modalities`` say); its item id."""
+    core.create_response(c.CreateResponse(None, None, modalities, None, False))
     r = core.response
     assert r is not None
     assert core.assistant_audio(r.fence, "AAAA", 400.0, "Hello there.")
@@ -116,6 +116,47 @@ def test_transcript_after_close_is_dropped() -> None:
     core.transcript(item_id, "too late")
     assert core.effects() == []
     assert core.history() == [("user", "")]
+
+
+# -- reply chunks and the ledgers of finished replies ------------------------------
+
+
+@pytest.mark.parametrize(("modalities", "text", "expected"), [
+    (("audio",), "", [E.AUDIO_DELTA]),
+    (("audio",), "Hi.", [E.AUDIO_DELTA, E.AUDIO_TRANSCRIPT_DELTA]),
+    (("text",), "", []),  # nothing to show, but the chunk still counts as played time
+    (("text",), "Hi.", [E.TEXT_DELTA]),
+])
+def test_a_reply_chunk_emits_only_the_deltas_it_has(
+    modalities: tuple[str, ...], text: str, expected: list[E]
+) -> None:
+    core = manual_core()
+    core.create_response(c.CreateResponse(None, None, modalities, None, False))
+    core.effects()
+    r = core.response
+    assert r is not None
+    assert core.assistant_audio(r.fence, "AAAA", 240.0, text) is True
+    assert [e["type"] for e in emitted(core)] == expected
+    assert r.ledger.generated_ms == 240.0
+
+
+def test_only_the_last_finished_replies_keep_a_ledger() -> None:
+    core = manual_core()
+    replies = [finished_reply(core) for _ in range(KEEP_LEDGERS + 1)]
+    oldest, kept = replies[0], replies[1:]
+    # the oldest reply is history now: still an item, no longer truncatable or ackable
+    assert oldest in core.items
+    with pytest.raises(InvalidRequest) as info:
+        core.truncate_item(c.TruncateItem(None, oldest, 0, 100))
+    assert (info.value.code, info.value.param) == ("invalid_value", "item_id")
+    with pytest.raises(InvalidRequest) as info:
+        core.playback_ack(c.PlaybackAck(None, 100.0, None, oldest, False))
+    assert info.value.code == "playback_item_not_found"
+    assert core.effects() == []
+    for item_id in kept:
+        core.playback_ack(c.PlaybackAck(None, 100.0, None, item_id, False))
+        (ack,) = emitted(core)
+        assert ack["item_id"] == item_id and ack["played_ms"] == 100.0
 
 
 # -- the router ------------------------------------------------------------------------
