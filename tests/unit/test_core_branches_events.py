@@ -91,7 +91,7 @@ GA_EVENTS = st.builds(
 )
 
 
-@settings(max_examples=300, deadline=None, database=None)
+@settings(max_examples=200, deadline=None, database=None)
 @given(GA_EVENTS)
 def test_to_beta_is_a_pure_rename(ga: dict[str, Any]) -> None:
     before = copy.deepcopy(ga)
