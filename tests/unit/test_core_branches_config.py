@@ -36,7 +36,6 @@ def test_a_null_vad_number_keeps_the_current_value(key: str) -> None:
     [
         ({}, {}),
         ({"voice": "v2"}, {"voice": "v2"}),  # voice alone keeps the format
-        ({"voice": 7}, {}),  # a non-string voice is ignored, as at top level
         ({"voice": None, "format": "pcm16"}, {"output_format": AudioFormat.PCM16}),
         ({"speed": 1.5}, {}),  # not ours to change: ignored
     ],
@@ -45,6 +44,12 @@ def test_ga_output_block_changes_only_its_present_fields(
     output: dict[str, Any], changes: dict[str, Any]
 ) -> None:
     assert apply_update(CURRENT, {"audio": {"output": output}}) == replace(CURRENT, **changes)
+
+
+def test_a_non_string_voice_is_refused_naming_it() -> None:
+    with pytest.raises(InvalidRequest) as info:
+        apply_update(CURRENT, {"audio": {"output": {"voice": 7}}})
+    assert info.value.param == "session.audio.output.voice"
 
 
 def test_ga_output_block_must_be_an_object() -> None:
@@ -85,8 +90,8 @@ VAD = st.none() | st.fixed_dictionaries({}, optional={
 })
 VAD_NUMBERS = {"threshold", "prefix_padding_ms", "silence_duration_ms"}
 TRANSCRIPTION = st.none() | st.fixed_dictionaries(
-    {}, optional={"model": st.text(max_size=4) | st.integers()})
-NAME = st.text(max_size=6) | st.integers()  # a non-string model or voice is ignored
+    {}, optional={"model": st.text(max_size=4)})
+NAME = st.text(max_size=6)  # a non-string model or voice is refused (duplex.wire's rules)
 # updates every field of which is acceptable, in both shapes at once
 VALID = st.fixed_dictionaries({}, optional={
     "instructions": st.text(max_size=6), "model": NAME, "voice": NAME,
@@ -141,7 +146,7 @@ def test_a_valid_update_changes_only_the_fields_it_names(update: dict[str, Any])
         assert out.instructions == update["instructions"]
     if "output_modalities" in update:
         assert out.output_modalities == tuple(dict.fromkeys(update["output_modalities"]))
-    if isinstance(update.get("model"), str):
+    if "model" in update:
         assert out.model == update["model"]
     vad = update.get("turn_detection")
     if isinstance(vad, dict) and "audio" not in update:
