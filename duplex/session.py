@@ -15,7 +15,6 @@ response's turn (I1); everything else is dropped silently.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,9 +22,11 @@ from duplex import commands as c
 from duplex import effects as fx
 from duplex import events as ev
 from duplex.config import SessionConfig, apply_update
+from duplex.conversation import ItemBudget
 from duplex.errors import InvalidRequest, SessionStateError
 from duplex.events import ServerEvent as E
 from duplex.fence import Fence, apply_cancel, is_current_epoch
+from duplex.items import ConversationItems
 from duplex.ledger import PlaybackLedger
 from duplex.turns import (
     ResponseEvent,
@@ -64,7 +65,7 @@ class InputBuffer:
 
 
 @dataclass(slots=True)
-class SessionCore:
+class SessionCore(ConversationItems):
     fence: Fence
     config: SessionConfig = field(default_factory=SessionConfig)
     beta: bool = False  # the client speaks the beta dialect (session object shape)
@@ -74,9 +75,14 @@ class SessionCore:
     input: InputBuffer = field(default_factory=InputBuffer)
     deferred_response: bool = False
     counter: int = 0
+    budget: ItemBudget = field(default_factory=ItemBudget)  # I8: items and bytes
     _ledgers: OrderedDict[str, PlaybackLedger] = field(default_factory=OrderedDict)
     _input_ms: dict[str, float] = field(default_factory=dict)  # committed audio per item
     _effects: list[fx.Effect] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for item_id, item in self.items.items():  # a restored conversation
+            self.budget.set(item_id, item)
 
     # -- plumbing ---------------------------------------------------------------
 
@@ -197,6 +203,7 @@ class SessionCore:
         self._emit(E.ITEM_ADDED, previous_item_id=previous, item=item)
         self._emit(E.ITEM_DONE, previous_item_id=previous, item=item)
         self._effects.append(fx.SaveItem(item_id, item, previous))
+        self._counted(item_id)
         self._turn(TurnEvent.INPUT_COMMITTED)
         if respond and self.response is not None:
             self.deferred_response = True  # answer once the active response ends
@@ -221,6 +228,7 @@ class SessionCore:
             return
         item["content"] = [{"type": "input_audio", "transcript": text}]
         self._effects.append(fx.SaveItem(item_id, item, None))
+        self._counted(item_id)
         if self.config.transcription is not None:
             seconds = round(self._input_ms.pop(item_id, 0.0) / 1000.0, 3)
             self._emit(E.TRANSCRIPTION_COMPLETED, item_id=item_id, content_index=0,
@@ -333,6 +341,7 @@ class SessionCore:
             self.items[r.item_id] = item
             self._effects.append(fx.SaveItem(r.item_id, item, previous))
             self._emit(E.ITEM_DONE, previous_item_id=previous, item=item)
+            self._counted(r.item_id)
         self._emit(E.RESPONSE_DONE, response=self._response_object(r, reason))
         self._emit(E.RATE_LIMITS_UPDATED, rate_limits=[])
         self._keep_ledger(r.ledger)
@@ -379,132 +388,6 @@ class SessionCore:
         if r.ledger.heard_ms is None:
             r.ledger.heard_ms = r.ledger.sent_ms
         self._finish(r, ResponseEvent.CANCEL, reason)
-
-    # -- conversation items -----------------------------------------------------
-
-    def create_item(self, cmd: c.CreateItem) -> None:
-        self._require_open()
-        item = dict(cmd.item)
-        if item.get("type", "message") != "message":
-            raise InvalidRequest("only 'message' items are supported", code="invalid_value",
-                                 param="item.type")
-        role = item.get("role")
-        if role not in ("user", "assistant", "system"):
-            raise InvalidRequest("item.role must be user, assistant or system",
-                                 code="invalid_value", param="item.role")
-        content = item.get("content")
-        if not isinstance(content, list) or not all(isinstance(p, Mapping) for p in content):
-            raise InvalidRequest("item.content must be a list of content parts",
-                                 code="invalid_value", param="item.content")
-        item_id = item.get("id") or self._new_id("item")
-        if not isinstance(item_id, str) or item_id in self.items:
-            raise InvalidRequest(f"item id {item_id!r} already exists", code="invalid_value",
-                                 param="item.id")
-        previous = cmd.previous_item_id
-        if previous is not None and previous not in self.items:
-            raise InvalidRequest(f"previous item {previous!r} not found",
-                                 code="item_not_found", param="previous_item_id")
-        item.update(id=item_id, object="realtime.item", type="message",
-                    status="completed")
-        self._insert(item_id, item, previous)
-        self._effects.append(fx.SaveItem(item_id, item, previous))
-        text = ev.item_text(item)
-        if text:  # the model hears it before the next reply
-            self._effects.append(fx.ContextChanged(items=((role, text),)))
-        after = previous if previous is not None else self._before(item_id)
-        self._emit(E.ITEM_ADDED, previous_item_id=after, item=item)
-        self._emit(E.ITEM_DONE, previous_item_id=after, item=item)
-
-    def _insert(self, item_id: str, item: ev.Event, previous: str | None) -> None:
-        if previous is None:
-            self.items[item_id] = item
-            return
-        rebuilt: OrderedDict[str, ev.Event] = OrderedDict()
-        for key, value in self.items.items():
-            rebuilt[key] = value
-            if key == previous:
-                rebuilt[item_id] = item
-        self.items = rebuilt
-
-    def _before(self, item_id: str) -> str | None:
-        keys = list(self.items)
-        index = keys.index(item_id)
-        return keys[index - 1] if index else None
-
-    def _item(self, item_id: str) -> ev.Event:
-        item = self.items.get(item_id)
-        if item is None:
-            raise InvalidRequest(f"item {item_id!r} not found", code="item_not_found",
-                                 param="item_id")
-        return item
-
-    def retrieve_item(self, cmd: c.RetrieveItem) -> None:
-        self._require_open()
-        self._emit(E.ITEM_RETRIEVED, item=self._item(cmd.item_id))
-
-    def delete_item(self, cmd: c.DeleteItem) -> None:
-        self._require_open()
-        self._item(cmd.item_id)
-        del self.items[cmd.item_id]
-        self._ledgers.pop(cmd.item_id, None)
-        self._effects.append(fx.ForgetItem(cmd.item_id))
-        self._emit(E.ITEM_DELETED, item_id=cmd.item_id)
-
-    def _ledger_for(self, item_id: str) -> PlaybackLedger | None:
-        if self.response is not None and self.response.item_id == item_id:
-            return self.response.ledger
-        return self._ledgers.get(item_id)
-
-    def truncate_item(self, cmd: c.TruncateItem) -> None:
-        """Cut an assistant item to the audio the user heard (I6)."""
-        self._require_open()
-        ledger = self._ledger_for(cmd.item_id)
-        if ledger is None:
-            self._item(cmd.item_id)  # raises item_not_found for unknown ids
-            raise InvalidRequest("only assistant audio items can be truncated",
-                                 code="invalid_value", param="item_id")
-        if cmd.content_index != 0:
-            raise InvalidRequest("content_index must be 0", code="invalid_value",
-                                 param="content_index")
-        ledger.truncate(cmd.audio_end_ms)
-        self._apply_heard(ledger)
-        self._emit(E.ITEM_TRUNCATED, item_id=cmd.item_id, content_index=0,
-                   audio_end_ms=cmd.audio_end_ms)
-
-    def _apply_heard(self, ledger: PlaybackLedger) -> None:
-        item = self.items.get(ledger.item_id)
-        if item is None:
-            return  # still streaming: _finish stores the truncated text
-        heard = ledger.text_heard()
-        audio = any(p.get("type") == "output_audio" for p in item.get("content", []))
-        item["content"] = ev.assistant_item(ledger.item_id, "incomplete", heard,
-                                            audio=audio)["content"]
-        item["status"] = "incomplete"
-        self._effects.append(fx.SaveItem(ledger.item_id, item, None))
-
-    def playback_ack(self, cmd: c.PlaybackAck) -> None:
-        self._require_open()
-        item_id = cmd.item_id
-        if item_id is None and cmd.response_id is not None:
-            item_id = next((lg.item_id for lg in self._all_ledgers()
-                            if lg.response_id == cmd.response_id), None)
-        if item_id is None and self.response is not None:
-            item_id = self.response.item_id
-        ledger = self._ledger_for(item_id) if item_id else None
-        if ledger is None:
-            raise InvalidRequest("no assistant audio to acknowledge",
-                                 code="playback_item_not_found", param="item_id")
-        played = min(cmd.played_ms, ledger.generated_ms)
-        if cmd.truncate:
-            ledger.truncate(played)
-            self._apply_heard(ledger)
-        self._emit(E.PLAYBACK_ACKNOWLEDGED, item_id=ledger.item_id,
-                   response_id=ledger.response_id, played_ms=played,
-                   truncated=cmd.truncate, generated_ms=ledger.generated_ms)
-
-    def _all_ledgers(self) -> Sequence[PlaybackLedger]:
-        current = [self.response.ledger] if self.response else []
-        return [*current, *self._ledgers.values()]
 
     def history(self) -> list[tuple[str, str]]:
         """``(role, text)`` of the honest history, oldest first, for model context."""

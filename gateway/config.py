@@ -39,6 +39,9 @@ class GatewayConfig:
     journal_max_events: int = 20000
     resume_replay_ttl_s: float = 60.0
     resume_replay_max_bytes: int = 8 * 1024 * 1024
+    max_conversation_items: int = 1000
+    max_conversation_bytes: int = 2 * 1024 * 1024
+    ended_session_retention_s: float = 300.0
     reaper_interval_s: float = 1.0
     store_timeout_s: float = 2.0
     log_level: str = "info"
@@ -81,6 +84,12 @@ _FLAGS: dict[str, tuple[Any, str]] = {
     "journal_max_events": (int, "server events kept per session for resume"),
     "resume_replay_ttl_s": (float, "how long a server event stays replayable"),
     "resume_replay_max_bytes": (int, "journal bytes kept per session for resume"),
+    "max_conversation_items": (int, "items a conversation holds; past it a client's new "
+                                    "item is refused (conversation_full) and the "
+                                    "conversation's own turns forget the oldest"),
+    "max_conversation_bytes": (int, "bytes of words a conversation holds (same rule)"),
+    "ended_session_retention_s": (float, "how long an ended session's keys stay in Redis "
+                                         "(a late resume is told it ended)"),
     "reaper_interval_s": (float, "owner heartbeat and expiry sweep period; an owner "
                                  "is presumed dead after 3 missed beats"),
     "store_timeout_s": (float, "longest wait for one Redis operation"),

@@ -20,6 +20,7 @@ import time
 
 from duplex.attach import check_cursor, reaped_terminal
 from duplex.close_codes import CloseCode
+from duplex.conversation import ConversationLimits, ItemBudget
 from duplex.errors import DuplexError, InvalidRequest, SessionStateError
 from duplex.fence import Fence
 from duplex.journal import ReplayVerdict
@@ -73,7 +74,8 @@ class Gateway:
         self.store = RedisSessionStore(connect(config.redis_url or "unix:///nonexistent",
                                                timeout_s=config.store_timeout_s),
                                        timeout_s=config.store_timeout_s,
-                                       replica_acks=config.replica_acks)
+                                       replica_acks=config.replica_acks,
+                                       ended_ttl_s=config.ended_session_retention_s)
         self.plugin: DuplexModelPlugin | None = None
         self.orchestrator: DuplexOrchestrator | None = None
         self.engines: list[StageEngine] = []
@@ -83,6 +85,11 @@ class Gateway:
         self._tasks: list[asyncio.Task[None]] = []
         self._restoring: dict[str, asyncio.Future[SessionRunner]] = {}
         self._store_ok_at = -1e9
+
+    @property
+    def conversation_limits(self) -> ConversationLimits:
+        return ConversationLimits(self.config.max_conversation_items,
+                                  self.config.max_conversation_bytes)
 
     @property
     def owner_ttl_s(self) -> float:
@@ -236,7 +243,8 @@ class Gateway:
             now=time.time(), max_sessions=cfg.max_sessions,
             max_sessions_per_owner=cfg.max_sessions_per_process, idle_ttl_s=cfg.idle_ttl_s,
             grace_s=cfg.disconnect_grace_s)
-        core = SessionCore(Fence(sid, record.incarnation, 0, 0), beta=beta)
+        core = SessionCore(Fence(sid, record.incarnation, 0, 0), beta=beta,
+                           budget=ItemBudget(self.conversation_limits))
         self.metrics.sessions_opened.inc()
         return self._runner(record, core, beta=beta), token
 
@@ -295,8 +303,9 @@ class Gateway:
             record = await self._take_over(sid)
             history = await self.store.history(sid)
             journal = await self.store.read_journal(sid, max(0, record.last_seq - 1000), 1000)
-            runner = self._runner(record, core_from_record(record, history, beta=beta),
-                                  beta=beta)
+            core = core_from_record(record, history, beta=beta,
+                                    limits=self.conversation_limits)
+            runner = self._runner(record, core, beta=beta)
             runner.record = record
             runner.recover(unfinished_response(journal))
             log.info("took session %s over (incarnation %d)", sid, record.incarnation)

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from duplex.config import SessionConfig, apply_update
+from duplex.conversation import ConversationLimits, ItemBudget
 from duplex.events import ServerEvent
 from duplex.fence import Fence
 from duplex.session import SessionCore
@@ -32,13 +33,16 @@ def config_from_json(text: str) -> SessionConfig:
     return apply_update(SessionConfig(), wire)
 
 
-def core_from_record(record: SessionRecord, history: Iterable[str], *, beta: bool) -> SessionCore:
+def core_from_record(record: SessionRecord, history: Iterable[str], *, beta: bool,
+                     limits: ConversationLimits | None = None) -> SessionCore:
     items: OrderedDict[str, dict[str, Any]] = OrderedDict()
     for text in history:
         item = json.loads(text)
         items[item["id"]] = item
     fence = Fence(record.session_id, record.incarnation, record.epoch, record.turn_id)
-    return SessionCore(fence, config_from_json(record.config), beta=beta, items=items)
+    budget = ItemBudget(limits or ConversationLimits())
+    return SessionCore(fence, config_from_json(record.config), beta=beta, items=items,
+                       budget=budget)
 
 
 def unfinished_response(journal: Iterable[tuple[int, str]]) -> str | None:

@@ -1,0 +1,183 @@
+"""Conversation items: what ``conversation.item.*`` and ``playback.ack`` do to a
+session's conversation, and the bounds it stays within (``duplex.conversation``).
+
+A mixin of ``SessionCore`` (the state lives there); kept apart so each module
+stays small enough to read in one go.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from duplex import commands as c
+from duplex import effects as fx
+from duplex import events as ev
+from duplex.conversation import ItemBudget
+from duplex.errors import InvalidRequest
+from duplex.events import ServerEvent as E
+from duplex.ledger import PlaybackLedger
+
+if TYPE_CHECKING:
+    from duplex.session import Response
+
+
+class ConversationItems:
+    __slots__ = ()
+    # state and plumbing of SessionCore
+    items: OrderedDict[str, ev.Event]
+    response: Response | None
+    budget: ItemBudget
+    _ledgers: OrderedDict[str, PlaybackLedger]
+    _effects: list[fx.Effect]
+
+    def _require_open(self) -> None: ...
+
+    def _new_id(self, prefix: str) -> str: raise NotImplementedError
+
+    def _emit(self, kind: E, **fields: Any) -> None: ...
+
+    def create_item(self, cmd: c.CreateItem) -> None:
+        self._require_open()
+        item = dict(cmd.item)
+        if item.get("type", "message") != "message":
+            raise InvalidRequest("only 'message' items are supported", code="invalid_value",
+                                 param="item.type")
+        role = item.get("role")
+        if role not in ("user", "assistant", "system"):
+            raise InvalidRequest("item.role must be user, assistant or system",
+                                 code="invalid_value", param="item.role")
+        content = item.get("content")
+        if not isinstance(content, list) or not all(isinstance(p, Mapping) for p in content):
+            raise InvalidRequest("item.content must be a list of content parts",
+                                 code="invalid_value", param="item.content")
+        item_id = item.get("id") or self._new_id("item")
+        if not isinstance(item_id, str) or item_id in self.items:
+            raise InvalidRequest(f"item id {item_id!r} already exists", code="invalid_value",
+                                 param="item.id")
+        previous = cmd.previous_item_id
+        if previous is not None and previous not in self.items:
+            raise InvalidRequest(f"previous item {previous!r} not found",
+                                 code="item_not_found", param="previous_item_id")
+        item.update(id=item_id, object="realtime.item", type="message",
+                    status="completed")
+        if not self.budget.room_for(item):
+            limits = self.budget.limits
+            raise InvalidRequest(
+                f"the conversation is full ({len(self.items)} items, {self.budget.total} "
+                f"bytes; at most {limits.max_items} items and {limits.max_bytes} bytes): "
+                "delete items first", code="conversation_full", param="item")
+        self._insert(item_id, item, previous)
+        self.budget.set(item_id, item)
+        self._effects.append(fx.SaveItem(item_id, item, previous))
+        text = ev.item_text(item)
+        if text:  # the model hears it before the next reply
+            self._effects.append(fx.ContextChanged(items=((role, text),)))
+        after = previous if previous is not None else self._before(item_id)
+        self._emit(E.ITEM_ADDED, previous_item_id=after, item=item)
+        self._emit(E.ITEM_DONE, previous_item_id=after, item=item)
+
+    def _insert(self, item_id: str, item: ev.Event, previous: str | None) -> None:
+        if previous is None:
+            self.items[item_id] = item
+            return
+        rebuilt: OrderedDict[str, ev.Event] = OrderedDict()
+        for key, value in self.items.items():
+            rebuilt[key] = value
+            if key == previous:
+                rebuilt[item_id] = item
+        self.items.clear()
+        self.items.update(rebuilt)
+
+    def _before(self, item_id: str) -> str | None:
+        keys = list(self.items)
+        index = keys.index(item_id)
+        return keys[index - 1] if index else None
+
+    def _item(self, item_id: str) -> ev.Event:
+        item = self.items.get(item_id)
+        if item is None:
+            raise InvalidRequest(f"item {item_id!r} not found", code="item_not_found",
+                                 param="item_id")
+        return item
+
+    def retrieve_item(self, cmd: c.RetrieveItem) -> None:
+        self._require_open()
+        self._emit(E.ITEM_RETRIEVED, item=self._item(cmd.item_id))
+
+    def delete_item(self, cmd: c.DeleteItem) -> None:
+        self._require_open()
+        self._item(cmd.item_id)
+        self._forget(cmd.item_id)
+
+    def _forget(self, item_id: str) -> None:
+        del self.items[item_id]
+        self._ledgers.pop(item_id, None)
+        self.budget.drop(item_id)
+        self._effects.append(fx.ForgetItem(item_id))
+        self._emit(E.ITEM_DELETED, item_id=item_id)
+
+    def _counted(self, item_id: str) -> None:
+        """``item_id`` was added or changed size: the oldest items make room (I8)."""
+        self.budget.set(item_id, self.items[item_id])
+        for old in self.budget.evictions(list(self.items), keep=item_id):
+            self._forget(old)
+
+    def _ledger_for(self, item_id: str) -> PlaybackLedger | None:
+        if self.response is not None and self.response.item_id == item_id:
+            return self.response.ledger
+        return self._ledgers.get(item_id)
+
+    def truncate_item(self, cmd: c.TruncateItem) -> None:
+        """Cut an assistant item to the audio the user heard (I6)."""
+        self._require_open()
+        ledger = self._ledger_for(cmd.item_id)
+        if ledger is None:
+            self._item(cmd.item_id)  # raises item_not_found for unknown ids
+            raise InvalidRequest("only assistant audio items can be truncated",
+                                 code="invalid_value", param="item_id")
+        if cmd.content_index != 0:
+            raise InvalidRequest("content_index must be 0", code="invalid_value",
+                                 param="content_index")
+        ledger.truncate(cmd.audio_end_ms)
+        self._apply_heard(ledger)
+        self._emit(E.ITEM_TRUNCATED, item_id=cmd.item_id, content_index=0,
+                   audio_end_ms=cmd.audio_end_ms)
+
+    def _apply_heard(self, ledger: PlaybackLedger) -> None:
+        item = self.items.get(ledger.item_id)
+        if item is None:
+            return  # still streaming: _finish stores the truncated text
+        heard = ledger.text_heard()
+        audio = any(p.get("type") == "output_audio" for p in item.get("content", []))
+        item["content"] = ev.assistant_item(ledger.item_id, "incomplete", heard,
+                                            audio=audio)["content"]
+        item["status"] = "incomplete"
+        self.budget.set(ledger.item_id, item)
+        self._effects.append(fx.SaveItem(ledger.item_id, item, None))
+
+    def playback_ack(self, cmd: c.PlaybackAck) -> None:
+        self._require_open()
+        item_id = cmd.item_id
+        if item_id is None and cmd.response_id is not None:
+            item_id = next((lg.item_id for lg in self._all_ledgers()
+                            if lg.response_id == cmd.response_id), None)
+        if item_id is None and self.response is not None:
+            item_id = self.response.item_id
+        ledger = self._ledger_for(item_id) if item_id else None
+        if ledger is None:
+            raise InvalidRequest("no assistant audio to acknowledge",
+                                 code="playback_item_not_found", param="item_id")
+        played = min(cmd.played_ms, ledger.generated_ms)
+        if cmd.truncate:
+            ledger.truncate(played)
+            self._apply_heard(ledger)
+        self._emit(E.PLAYBACK_ACKNOWLEDGED, item_id=ledger.item_id,
+                   response_id=ledger.response_id, played_ms=played,
+                   truncated=cmd.truncate, generated_ms=ledger.generated_ms)
+
+    def _all_ledgers(self) -> Sequence[PlaybackLedger]:
+        current = [self.response.ledger] if self.response else []
+        return [*current, *self._ledgers.values()]
+
