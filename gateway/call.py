@@ -32,7 +32,9 @@ __all__ = ["print_turn", "run_call"]
 
 
 def print_turn(n: int, total: int, source: Path, seconds: float, report: TurnReport,
-               out: Path | None) -> None:
+               saved: Path | None) -> None:
+    """Turn ``n`` of ``total``, spoken from ``source`` (``seconds`` long), its answer
+    saved at ``saved``."""
     print(f"turn {n}/{total}: {source} ({seconds:.1f} s)")
     print(f"  you said:    {report.user_transcript!r}")
     print(f"  assistant:   {report.assistant_transcript!r}  ({report.status})")
@@ -43,10 +45,8 @@ def print_turn(n: int, total: int, source: Path, seconds: float, report: TurnRep
     for name, ms in report.timings.items():
         shown = f"{ms:8.0f}" if isinstance(ms, int | float) else f"{ms!s:>8}"
         print(f"    {name:<28} {shown} ms")
-    if out is not None:
-        pcm = report.pcm()
-        write_answer(out, pcm)
-        print(f"  answer:      {out} ({len(pcm) / RATE:.1f} s)")
+    if saved is not None:
+        print(f"  answer:      {saved} ({len(report.pcm()) / RATE:.1f} s)")
     sys.stdout.flush()  # one turn at a time, also through a pipe
 
 
@@ -70,7 +70,10 @@ def _call(url: str, wavs: Sequence[Path], out: Path | None, *, realtime: bool,
     check_writable([path for path in outs if path is not None])
 
     def on_turn(n: int, report: TurnReport) -> None:
-        print_turn(n, len(wavs), wavs[n - 1], len(questions[n - 1]) / RATE, report, outs[n - 1])
+        saved = outs[n - 1]
+        if saved is not None:
+            write_answer(saved, report.pcm())
+        print_turn(n, len(wavs), wavs[n - 1], len(questions[n - 1]) / RATE, report, saved)
 
     reports = asyncio.run(hold_call(url, questions, realtime=realtime, api_key=api_key,
                                     instructions=instructions, timeout_s=timeout_s,

@@ -86,13 +86,14 @@ def _os_reason(exc: OSError) -> str:
     return os.strerror(exc.errno) if exc.errno else str(exc)
 
 
+def _closed(exc: ConnectionClosed) -> CallError:
+    why = f" ({exc.rcvd.code} {exc.rcvd.reason})".replace(" )", ")") if exc.rcvd else ""
+    return CallError(f"the gateway closed the connection{why}")
+
+
 async def _recv(ws: ClientConnection) -> dict[str, Any]:
-    """The next server event; an ``error`` event or a closed socket is a ``CallError``."""
-    try:
-        event: dict[str, Any] = json.loads(await ws.recv())
-    except ConnectionClosed as exc:
-        why = f" ({exc.rcvd.code} {exc.rcvd.reason})".rstrip() if exc.rcvd else ""
-        raise CallError(f"the gateway closed the connection{why}") from None
+    """The next server event; an ``error`` event is a ``CallError``."""
+    event: dict[str, Any] = json.loads(await ws.recv())
     if event.get("type") == "error":
         error = event.get("error") or {}
         raise CallError(f"gateway error {error.get('code')}: {error.get('message')}")
@@ -124,7 +125,9 @@ async def _stream(ws: ClientConnection, pcm: Pcm, realtime: bool, t0: float) -> 
 def _take(report: TurnReport, event: dict[str, Any], t0: float) -> bool:
     """Record ``event`` in ``report``; True once it is the turn's ``response.done``."""
     kind = event.get("type")
-    if kind == "input_audio_buffer.speech_stopped":
+    if kind == "input_audio_buffer.speech_started":
+        report.mark("speech_started", t0)
+    elif kind == "input_audio_buffer.speech_stopped":
         report.mark("speech_stopped", t0)
     elif kind == "input_audio_buffer.committed" and report.item_id is None:
         report.item_id = event.get("item_id")
@@ -165,7 +168,8 @@ async def hold_turn(ws: ClientConnection, pcm: Pcm, *, realtime: bool,
             while not _take(report, await _recv(ws), t0):
                 pass
     except TimeoutError:
-        raise CallError(f"no answer within {timeout_s:g} s (--timeout-s)") from None
+        heard = "" if "speech_started" in report.marks else "; the gateway heard no speech"
+        raise CallError(f"no answer within {timeout_s:g} s (--timeout-s){heard}") from None
     finally:
         sender.cancel()
         with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
@@ -183,11 +187,20 @@ async def hold_call(url: str, questions: Sequence[Pcm], *, realtime: bool = True
     ws = await _connect(url, api_key)
     reports: list[TurnReport] = []
     async with ws:
-        await _open_session(ws, instructions)
+        try:
+            await _open_session(ws, instructions)
+        except ConnectionClosed as exc:
+            raise _closed(exc) from None
         for n, pcm in enumerate(questions, 1):
-            reports.append(await hold_turn(ws, pcm, realtime=realtime, timeout_s=timeout_s))
+            try:
+                report = await hold_turn(ws, pcm, realtime=realtime, timeout_s=timeout_s)
+            except CallError as exc:
+                raise CallError(f"turn {n}: {exc}") from None
+            except ConnectionClosed as exc:
+                raise CallError(f"turn {n}: {_closed(exc)}") from None
+            reports.append(report)
             if on_turn is not None:
-                on_turn(n, reports[-1])
-        with contextlib.suppress(ConnectionClosed):
+                on_turn(n, report)
+        with contextlib.suppress(ConnectionClosed):  # every answer is in already
             await ws.send(json.dumps({"type": "session.close"}))
     return reports

@@ -131,3 +131,20 @@ def test_an_error_event_is_one_line_and_the_api_key_is_sent(tmp_path: Path) -> N
     one_line_failure(refused, "gateway error invalid_api_key")
     assert admitted.returncode == 0, admitted.stdout + admitted.stderr
     assert "tone turn 1" in admitted.stdout
+
+
+def test_a_gateway_gone_mid_call_is_one_line(tmp_path: Path) -> None:
+    question = tmp_path / "q.wav"
+    write_pcm16(question, QUESTION, 24000)
+    with running_tone(tmp_path / "gw") as gw:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gateway.cli", "call", "--url", gw.ws, "--fast",
+             "--wav", question, question], cwd=REPO, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # printed as turn 1 ends, before turn 2 starts
+        gw.kill()
+        stdout, stderr = proc.communicate(timeout=90)
+    assert first.startswith("turn 1/2:"), first + stdout + stderr
+    one_line_failure(subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr),
+                     "turn 2: the gateway closed the connection")
