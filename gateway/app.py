@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.resources
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,7 +22,11 @@ from gateway.twilio import STREAM_PATH, TwilioBridge, media_stream_endpoint, voi
 
 log = logging.getLogger("duplex_gateway")
 
-WEB_DEMO = Path(__file__).resolve().parent.parent / "web_demo"
+
+def web_demo_dir() -> Path:
+    """The browser demo's folder. It is package data of ``web_demo``, so this is the
+    same in a checkout, an editable install and an installed wheel, from any cwd."""
+    return Path(str(importlib.resources.files("web_demo")))
 
 
 async def healthz(request: Request) -> Response:
@@ -78,7 +83,7 @@ def create_app(config: GatewayConfig, *, on_ready: str | None = None) -> Starlet
         WebSocketRoute("/realtime", realtime_endpoint),
         Route("/v1/twilio/voice", voice_webhook, methods=["POST"]),
         WebSocketRoute(STREAM_PATH, media_stream_endpoint),
-        Mount("/", StaticFiles(directory=WEB_DEMO, html=True), name="web_demo"),
+        Mount("/", StaticFiles(directory=web_demo_dir(), html=True), name="web_demo"),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.gateway = gateway

@@ -27,20 +27,27 @@ def _build_parser() -> argparse.ArgumentParser:
                     "embedded Valkey starts under --data-dir and dies with the gateway.")
     add_serve_arguments(serve)
     call = sub.add_parser(
-        "call", help="hold one spoken turn from a WAV file against a running gateway",
-        description="Speak a WAV file to a running gateway as one user turn, print both "
-                    "transcripts and the latency breakdown, and save the spoken answer.")
+        "call", help="speak audio files to a running gateway, one turn each",
+        description="Speak audio files to a running gateway as the user's turns of one "
+                    "session (WAV of any sample format, FLAC, OGG, ...: anything "
+                    "libsndfile reads), print for each turn both transcripts and the "
+                    "latency breakdown, and save the spoken answers.")
     call.add_argument("--url", default="ws://127.0.0.1:8000/v1/realtime",
                       help="the gateway's realtime URL [default %(default)s]")
-    call.add_argument("--wav", type=Path, required=True, help="the question: a 16-bit WAV file")
-    call.add_argument("--out", type=Path, help="write the spoken answer here (24 kHz WAV)")
+    call.add_argument("--wav", type=Path, nargs="+", action="extend", required=True,
+                      metavar="FILE",
+                      help="a question (any audio file); give several, or --wav again, "
+                           "for several turns")
+    call.add_argument("--out", type=Path, metavar="FILE",
+                      help="write the spoken answer here (24 kHz; .wav, .flac or .ogg); "
+                           "with several turns one file per turn: OUT-1.wav, OUT-2.wav, ...")
     call.add_argument("--fast", action="store_true",
                       help="send the audio as fast as possible instead of at real time")
     call.add_argument("--api-key", default=os.environ.get("DUPLEX_GATEWAY_API_KEY"),
                       help="the gateway's API key [env DUPLEX_GATEWAY_API_KEY]")
     call.add_argument("--instructions", help="session instructions (the system prompt)")
     call.add_argument("--timeout-s", type=float, default=60.0,
-                      help="give up after this long [default %(default)s]")
+                      help="give up on a turn after this long [default %(default)s]")
     return parser
 
 
