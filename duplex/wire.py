@@ -83,6 +83,10 @@ def _constant(name: str) -> object:
     raise ValueError(f"{name} is not JSON")  # NaN/Infinity: Python accepts them, JSON does not
 
 
+# One decoder for every frame: json.loads with hooks would build a new one each call.
+_DECODER = json.JSONDecoder(parse_int=_int, parse_float=_float, parse_constant=_constant)
+
+
 def utf8_size(text: str) -> int:
     """The bytes ``text`` takes as UTF-8 (without encoding it when it is ASCII)."""
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
@@ -146,8 +150,7 @@ def decode_json(text: str, *, max_bytes: int) -> object:
         raise InvalidRequest(f"message nests arrays/objects deeper than {MAX_DEPTH} levels",
                              code="json_too_deep")
     try:
-        value = json.loads(text, parse_int=_int, parse_float=_float,
-                           parse_constant=_constant)
+        value = _DECODER.decode(text)
     except (ValueError, RecursionError):  # RecursionError: too_deep is the guard
         raise InvalidRequest("message is not valid JSON", code="invalid_json") from None
     try:
