@@ -129,11 +129,12 @@ def _ask(port: int, *command: str) -> object:
 
 
 class ReplicatedRedis:
-    """A primary, ``replicas`` replicas and one Sentinel (quorum 1) watching them as
-    ``master``, all real processes on loopback (research/redis.md §6.2)."""
+    """A primary, ``replicas`` replicas and ``sentinels`` Sentinels (a majority is the
+    quorum) watching them as ``master``, all real processes on loopback
+    (research/redis.md §6.2)."""
 
     def __init__(self, *, replicas: int = 2, master: str = "duplex",
-                 down_after_ms: int = 2000) -> None:
+                 down_after_ms: int = 2000, sentinels: int = 1) -> None:
         fast = ("--repl-diskless-sync-delay", "0")  # replicas in sync at once
         self.master = master
         # not shorter: Sentinel pings a new primary within half of this, and one
@@ -141,34 +142,43 @@ class ReplicatedRedis:
         self.down_after_ms = down_after_ms
         self.primary = RedisServer(extra=fast)
         self.replicas = [RedisServer(extra=fast) for _ in range(replicas)]
-        self.sentinel_port = free_port()
+        self.sentinel_ports = [free_port() for _ in range(sentinels)]
+        self.sentinel_port = self.sentinel_ports[0]  # the one this fixture asks
         self.sentinel_dir = Path(tempfile.mkdtemp(prefix="dg-sentinel-"))
         self.sentinel: subprocess.Popen[bytes] | None = None
+        self.others: list[subprocess.Popen[bytes]] = []  # the rest of the Sentinels
 
     @property
     def url(self) -> str:
-        return f"redis+sentinel://127.0.0.1:{self.sentinel_port}/{self.master}"
+        hosts = ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
+        return f"redis+sentinel://{hosts}/{self.master}"
 
     def start(self, timeout_s: float = 15.0) -> ReplicatedRedis:
         self.primary.start()
         for replica in self.replicas:
             replica.extra += ["--replicaof", "127.0.0.1", str(self.primary.port)]
             replica.start()
-        conf = self.sentinel_dir / "sentinel.conf"  # a Sentinel rewrites its own conf
-        conf.write_text("\n".join([
-            f"port {self.sentinel_port}", "bind 127.0.0.1", f"dir {self.sentinel_dir}",
-            f"sentinel monitor {self.master} 127.0.0.1 {self.primary.port} 1",
-            f"sentinel down-after-milliseconds {self.master} {self.down_after_ms}",
-            f"sentinel failover-timeout {self.master} 5000",
-            f"logfile {self.sentinel_dir / 'sentinel.log'}", ""]))
-        self.sentinel = subprocess.Popen(
-            [find_binary(), str(conf), "--sentinel"], stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent())
+        started = [self._start_sentinel(port) for port in self.sentinel_ports]
+        self.sentinel, self.others = started[0], started[1:]
         if not wait_until(lambda: self._replicas_seen() == len(self.replicas), timeout_s,
                           every_s=0.05):
             self.close()
             raise RuntimeError("the Sentinel did not see every replica in sync")
         return self
+
+    def _start_sentinel(self, port: int) -> subprocess.Popen[bytes]:
+        quorum = len(self.sentinel_ports) // 2 + 1
+        suffix = "" if port == self.sentinel_port else f"-{port}"
+        conf = self.sentinel_dir / f"sentinel{suffix}.conf"  # a Sentinel rewrites its conf
+        conf.write_text("\n".join([
+            f"port {port}", "bind 127.0.0.1", f"dir {self.sentinel_dir}",
+            f"sentinel monitor {self.master} 127.0.0.1 {self.primary.port} {quorum}",
+            f"sentinel down-after-milliseconds {self.master} {self.down_after_ms}",
+            f"sentinel failover-timeout {self.master} 5000",
+            f"logfile {self.sentinel_dir / f'sentinel{suffix}.log'}", ""]))
+        return subprocess.Popen(
+            [find_binary(), str(conf), "--sentinel"], stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent())
 
     def _replicas_seen(self) -> int:
         """Replicas the Sentinel knows that are linked to the primary it names."""
@@ -233,9 +243,10 @@ class ReplicatedRedis:
             print(f"--- {name} log tail ---\n{log_tail(path, 40)}")
 
     def close(self) -> None:
-        if self.sentinel is not None and self.sentinel.poll() is None:
-            self.sentinel.kill()
-            self.sentinel.wait()
+        for sentinel in (self.sentinel, *self.others):
+            if sentinel is not None and sentinel.poll() is None:
+                sentinel.kill()
+                sentinel.wait()
         for server in (self.primary, *self.replicas):
             server.close()
         shutil.rmtree(self.sentinel_dir, ignore_errors=True)
