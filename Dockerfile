@@ -13,7 +13,7 @@ RUN apt-get update \
 
 WORKDIR /app
 COPY . /app
-ENV DUPLEX_VENV=/opt/venv PATH=/opt/venv/bin:$PATH \
+ENV DUPLEX_VENV=/opt/venv DUPLEX_EXTRAS=cpu,tts PATH=/opt/venv/bin:$PATH \
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
 # `./run` sets up the venv on first use; --help makes it stop right after
 RUN ./run serve --help > /dev/null
