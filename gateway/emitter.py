@@ -209,6 +209,7 @@ class Emitter:
         try:
             await attachment.send_text(text)
         except Exception as exc:  # the peer went away mid-send: detach, keep journaling
-            log.info("session %s: send failed (%r); detaching", self.session_id, exc)
+            # routine when a client hangs up mid-reply: not worth an INFO line each time
+            log.debug("session %s: send failed (%r); detaching", self.session_id, exc)
             self.attachment = None
             self.on_send_failed(attachment)

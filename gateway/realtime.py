@@ -190,7 +190,7 @@ async def _resume(ws: WebSocket, gateway: Gateway, sid: str,
         runner, token, generation = await gateway.resume_session(
             sid, cmd.resume_token, cursor, beta=beta)
         attachment = WsAttachment(ws, generation, resumed=True)
-        await runner.attach(attachment, resume_token=token, cursor=cursor)
+        attached = await runner.attach(attachment, resume_token=token, cursor=cursor)
     except ResyncRequired as exc:  # the one rule for a gap: duplex.attach
         await _send_and_close(ws, resync_required(exc.oldest, exc.last), CloseCode.NORMAL,
                               GAP_CLOSE_REASON)
@@ -200,9 +200,11 @@ async def _resume(ws: WebSocket, gateway: Gateway, sid: str,
         await _refuse(ws, exc, CloseCode.POLICY if isinstance(
             exc, InvalidRequest | SessionStateError) else CloseCode.INTERNAL_ERROR)
         return None
-    if attachment.ended.is_set():
+    if not attached:
         return None  # refused after the swap (session.resync_required): nothing to read
     gateway.metrics.resumes.inc()
+    if attachment.ended.is_set():
+        return None  # the socket went while it was replayed: the session detached again
     return runner, attachment
 
 

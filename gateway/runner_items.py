@@ -52,7 +52,7 @@ class Attach:
     attachment: Attachment
     resume_token: str
     cursor: int | None  # None: a new session (send session.created)
-    done: asyncio.Future[None]
+    done: asyncio.Future[bool]  # False: refused after the swap (a journal gap)
 
 
 @dataclass(frozen=True, slots=True)

@@ -138,14 +138,15 @@ class SessionRunner:
         self.mailbox.put_urgent(self.recovery)
 
     async def attach(self, attachment: Attachment, *, resume_token: str,
-                     cursor: int | None) -> None:
+                     cursor: int | None) -> bool:
         """Make ``attachment`` the session's socket; for a resume, replay from ``cursor``.
+        False when the resume was refused after all (``duplex.attach``: a journal gap).
 
         Runs on the worker, so nothing interleaves with the replay.
         """
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self.mailbox.put_urgent(ri.Attach(attachment, resume_token, cursor, done))
-        await done
+        return await done
 
     def current_fence(self) -> Fence:
         return self.core.fence
@@ -452,12 +453,15 @@ class SessionRunner:
                 case at.Refuse():
                     await new.end(step.code, step.reason)
                     await self._detach(new)  # the session waits, as it was
-        item.done.set_result(None)
+        item.done.set_result(not isinstance(steps[-1], at.Refuse))
 
     async def _detach(self, attachment: Attachment) -> None:
-        """The socket of ``attachment`` went away: keep generating, start the grace."""
+        """The socket of ``attachment`` went away: keep generating, start the grace.
+        The attachment is ended too: its endpoint waits on that, and a socket whose
+        send failed may never report its own end (a connection task would leak)."""
         if self.emitter.attachment is attachment:
             self.emitter.attachment = None
+        await attachment.end(CloseCode.GOING_AWAY, "detached")
         try:
             await self.store.detach(self.session_id, attachment.generation, time.time())
         except StoreUnavailable as exc:  # the lease then ends by idle expiry instead

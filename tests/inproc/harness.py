@@ -48,8 +48,11 @@ class MemorySocket:
         self.task = asyncio.create_task(app(scope, self._to_app.get, self._send))
         self.events: list[dict[str, Any]] = []
         self.closed: Closed | None = None
+        self.broken = False  # sends fail, as on a socket the peer left
 
     async def _send(self, message: dict[str, Any]) -> None:
+        if self.broken and message["type"] == "websocket.send":
+            raise OSError("the peer went away")
         await self._from_app.put(message)
 
     async def open(self) -> None:

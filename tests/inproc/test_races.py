@@ -134,3 +134,31 @@ async def test_a_twilio_call_in_process(app: tuple[Starlette, Gateway]) -> None:
     assert mark["mark"]["name"].startswith("resp_")
     s.send({"event": "stop", "streamSid": "MZ1", "stop": {"callSid": "CA" + "1" * 32}})
     assert await s.close_code() == 1000
+
+
+async def test_a_socket_whose_send_failed_ends_its_connection_task(
+        app: tuple[Starlette, Gateway]) -> None:
+    """The peer left mid-reply: the send fails and the session detaches. A frame
+    the reader still had then must not leave the endpoint waiting forever on an
+    attachment nobody ends (a drain would wait on that task too)."""
+    application, gateway = app
+    s = await connect(application)
+    sid = (await s.until("session.created"))["session"]["id"]
+    s.send({"type": "session.update", "session": {"instructions": "words=60"}})
+    s.send({"type": "response.create"})
+    await s.until("response.output_audio.delta")
+    s.broken = True  # the next send fails
+    await _detached(gateway, sid)
+    s.send({"type": "session.heartbeat"})  # read after the detach
+    await asyncio.wait_for(s.task, 10)  # the endpoint returned
+    record = await gateway.store.get(sid)
+    assert record is not None and record.state == "open"  # detached, still resumable
+
+
+async def _detached(gateway: Gateway, sid: str) -> None:
+    for _ in range(1000):  # the detach has no event of its own: a bounded poll
+        record = await gateway.store.get(sid)
+        if record is not None and record.detached_at:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("never detached")
