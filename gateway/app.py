@@ -25,6 +25,10 @@ WEB_DEMO = Path(__file__).resolve().parent.parent / "web_demo"
 
 
 async def healthz(request: Request) -> Response:
+    gateway: Gateway = request.app.state.gateway
+    why = gateway.health()
+    if why:
+        return JSONResponse({"status": "unhealthy", "reason": why}, status_code=503)
     return JSONResponse({"status": "ok"})
 
 

@@ -41,6 +41,7 @@ class GatewayConfig:
     resume_replay_max_bytes: int = 8 * 1024 * 1024
     reaper_interval_s: float = 1.0
     store_timeout_s: float = 2.0
+    store_down_unhealthy_s: float = 30.0
     log_level: str = "info"
     twilio_auth_token: str | None = None
     public_url: str | None = None
@@ -84,6 +85,9 @@ _FLAGS: dict[str, tuple[Any, str]] = {
     "reaper_interval_s": (float, "owner heartbeat and expiry sweep period; an owner "
                                  "is presumed dead after 3 missed beats"),
     "store_timeout_s": (float, "longest wait for one Redis operation"),
+    "store_down_unhealthy_s": (float, "/healthz fails once Redis has been unreachable this "
+                                      "long, so a process supervisor restarts the gateway "
+                                      "(0: never)"),
     "log_level": (str, "debug, info, warning or error"),
     "twilio_auth_token": (str, "Twilio auth token: when set, X-Twilio-Signature is required "
                                "on /v1/twilio/voice and /v1/twilio/media-stream"),
