@@ -68,7 +68,8 @@ _FLAGS: dict[str, tuple[Any, str]] = {
     "redis_replica_acks": (int, "Redis replicas that must hold each lease grant, epoch bump "
                                 "and journaled event before it counts (WAIT); unset: 1 with "
                                 "redis+sentinel://, else 0"),
-    "data_dir": (Path, "where the embedded Valkey keeps its socket and AOF"),
+    "data_dir": (Path, "where the embedded Valkey keeps its socket and AOF (one gateway "
+                       "at a time: it is locked)"),
     "api_key": (str, "require this key (Authorization: Bearer, or the "
                      "openai-insecure-api-key.<key> WebSocket subprotocol)"),
     "max_sessions": (int, "open sessions allowed across all gateways on this Redis"),

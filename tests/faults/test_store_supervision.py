@@ -90,6 +90,14 @@ async def test_a_killed_embedded_valkey_is_restarted_and_the_session_goes_on(
     assert (await healthz(gw)).status_code == 200
     await s.close()
 
+    # the restarted server, forked by the supervisor's thread, still dies with the gateway
+    gw.kill()
+
+    async def died() -> bool:
+        return process_state(new) in (None, "Z")
+
+    await eventually(died, 10, "the restarted server dying with its SIGKILLed gateway")
+
 
 async def test_healthz_fails_once_the_store_is_down_longer_than_the_bound(
         aof_redis: RedisServer, gateways: GatewayFactory) -> None:
