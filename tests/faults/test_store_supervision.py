@@ -120,7 +120,8 @@ async def test_healthz_fails_once_the_store_is_down_longer_than_the_bound(
 
     response = await eventually(failing, 15, "/healthz answering 503")
     failed_after = loop.time() - killed_at
-    assert failed_after > bound_s - 0.3, failed_after  # the watch may have last seen it 0.2 s
+    # not at once: the bound counts from the last answer, at most a ping interval before
+    assert failed_after > bound_s / 2, failed_after
     assert response.json()["status"] == "unhealthy"
     assert "store unreachable for" in response.json()["reason"]
 
