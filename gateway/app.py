@@ -30,6 +30,10 @@ def web_demo_dir() -> Path:
 
 
 async def healthz(request: Request) -> Response:
+    gateway: Gateway = request.app.state.gateway
+    why = gateway.health()
+    if why:
+        return JSONResponse({"status": "unhealthy", "reason": why}, status_code=503)
     return JSONResponse({"status": "ok"})
 
 

@@ -70,23 +70,35 @@ def _reachable_at(host: str, port: int) -> str:
     return f"ws://[{host}]:{port}" if ":" in host else f"ws://{host}:{port}"
 
 
+def _in_use(data_dir: Path, holder: int | None, url: str) -> str:
+    by = f"another gateway (pid {holder})" if holder else "another gateway"
+    return (f"duplex-gateway: the data dir {data_dir} is in use by {by}; give this one "
+            f"its own --data-dir, or share that gateway's store with --redis-url {url}")
+
+
 def serve(config: GatewayConfig) -> int:
     import uvicorn
 
     from duplex.errors import StoreUnavailable
+    from duplex.store.dirlock import DataDirInUse
     from duplex.store.embedded import EmbeddedValkey
+    from duplex.store.supervisor import Supervisor
     from gateway.app import create_app
 
     logging.basicConfig(level=config.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     embedded = None
     if config.redis_url is None:
-        embedded = EmbeddedValkey(config.data_dir / "valkey")
+        embedded = Supervisor(EmbeddedValkey(config.data_dir / "valkey"))
         try:
-            config = replace(config, redis_url=embedded.start())
+            config = replace(config, redis_url=embedded.server.start())
+        except DataDirInUse as exc:
+            print(_in_use(config.data_dir, exc.holder, embedded.server.url), file=sys.stderr)
+            return 1
         except StoreUnavailable as exc:
             print(f"duplex-gateway: cannot start the embedded Valkey: {exc}", file=sys.stderr)
             return 1
+        embedded.start()  # restarts the server whenever it exits
     try:
         try:
             sock = _listen(config.host, config.port)
@@ -103,6 +115,8 @@ def serve(config: GatewayConfig) -> int:
         print(f"duplex-gateway listening: http://{shown}:{port}/ (getting ready; "
               f"/readyz says what it waits for)", flush=True)
         app = create_app(config, on_ready=ready)
+        if embedded is not None:
+            app.state.gateway.watch_store_server(embedded)
         server = uvicorn.Server(uvicorn.Config(
             app, log_level=config.log_level, lifespan="on",
             ws_max_size=max(16 * 1024 * 1024, 2 * config.max_message_bytes),

@@ -44,6 +44,7 @@ class GatewayConfig:
     ended_session_retention_s: float = 300.0
     reaper_interval_s: float = 1.0
     store_timeout_s: float = 2.0
+    store_down_unhealthy_s: float = 30.0
     log_level: str = "info"
     twilio_auth_token: str | None = None
     public_url: str | None = None
@@ -70,7 +71,8 @@ _FLAGS: dict[str, tuple[Any, str]] = {
     "redis_replica_acks": (int, "Redis replicas that must hold each lease grant, epoch bump "
                                 "and journaled event before it counts (WAIT); unset: 1 with "
                                 "redis+sentinel://, else 0"),
-    "data_dir": (Path, "where the embedded Valkey keeps its socket and AOF"),
+    "data_dir": (Path, "where the embedded Valkey keeps its socket and AOF (one gateway "
+                       "at a time: it is locked)"),
     "api_key": (str, "require this key (Authorization: Bearer, or the "
                      "openai-insecure-api-key.<key> WebSocket subprotocol)"),
     "max_sessions": (int, "open sessions allowed across all gateways on this Redis"),
@@ -93,6 +95,9 @@ _FLAGS: dict[str, tuple[Any, str]] = {
     "reaper_interval_s": (float, "owner heartbeat and expiry sweep period; an owner "
                                  "is presumed dead after 3 missed beats"),
     "store_timeout_s": (float, "longest wait for one Redis operation"),
+    "store_down_unhealthy_s": (float, "/healthz fails once Redis has been unreachable this "
+                                      "long, so a process supervisor restarts the gateway "
+                                      "(0: never)"),
     "log_level": (str, "debug, info, warning or error"),
     "twilio_auth_token": (str, "Twilio auth token: when set, X-Twilio-Signature is required "
                                "on /v1/twilio/voice and /v1/twilio/media-stream"),

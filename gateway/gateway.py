@@ -28,6 +28,7 @@ from duplex.session import SessionCore
 from duplex.store.base import SEQ_PLACEHOLDER, SessionRecord
 from duplex.store.client import connect
 from duplex.store.redis_store import RedisSessionStore
+from duplex.store.supervisor import Supervisor
 from engines import build_engine
 from engines.base import StageEngine
 from gateway.config import GatewayConfig
@@ -36,6 +37,7 @@ from gateway.metrics import Metrics
 from gateway.restore import core_from_record, unfinished_response
 from gateway.runner_items import RunnerLimits
 from gateway.session_runner import SessionRunner
+from gateway.store_watch import StoreWatch
 from orchestrator.base import StagePool
 from orchestrator.duplex import DuplexOrchestrator, session_of
 from plugins.base import DuplexModelPlugin
@@ -84,7 +86,7 @@ class Gateway:
         self._tg: asyncio.TaskGroup | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._restoring: dict[str, asyncio.Future[SessionRunner]] = {}
-        self._store_ok_at = -1e9
+        self.store_watch = StoreWatch(self.store, min(config.reaper_interval_s, 1.0))
 
     @property
     def conversation_limits(self) -> ConversationLimits:
@@ -99,6 +101,7 @@ class Gateway:
 
     async def start(self, tg: asyncio.TaskGroup) -> None:
         self._tg = tg
+        self._tasks.append(tg.create_task(self.store_watch.run(), name="store-watch"))
         try:
             await self.store.ping()
         except DuplexError as exc:
@@ -163,14 +166,23 @@ class Gateway:
             why = engine.readiness()
             if why:
                 return why
-        if not fresh and self._store_ok_at > time.monotonic() - 2 * self.config.reaper_interval_s:
+        if not fresh and self.store_watch.answered_within(2 * self.config.reaper_interval_s):
             return ""
         try:
             await self.store.ping()
         except DuplexError as exc:
             return f"store unreachable: {exc.message}"
-        self._store_ok_at = time.monotonic()
+        self.store_watch.answered()
         return ""
+
+    def health(self) -> str:
+        """Why ``/healthz`` fails, empty while it passes: only a store outage longer
+        than ``--store-down-unhealthy-s``, which restarting the process may cure."""
+        return self.store_watch.unhealthy(self.config.store_down_unhealthy_s)
+
+    def watch_store_server(self, supervisor: Supervisor) -> None:
+        """Count the embedded server's restarts (``duplex_store_restarts_total``)."""
+        supervisor.on_restart.append(lambda _: self.metrics.store_restarts.inc())
 
     # -- housekeeping ------------------------------------------------------------
 
@@ -181,7 +193,7 @@ class Gateway:
                 now = time.time()
                 await self.store.heartbeat_owner(self.owner, now, self.owner_ttl_s,
                                                  self.config.advertise_url or "")
-                self._store_ok_at = time.monotonic()
+                self.store_watch.answered()
                 await self._reap(now)
             except DuplexError as exc:
                 log.warning("housekeeping: %s", exc)

