@@ -93,7 +93,8 @@ _FLAGS: dict[str, tuple[Any, str]] = {
     "log_level": (str, "debug, info, warning, error or critical (secrets are masked at every "
                        "level)"),
     "twilio_auth_token": (str, "Twilio auth token: when set, X-Twilio-Signature is required "
-                               "on /v1/twilio/voice and /v1/twilio/media-stream"),
+                               "on /v1/twilio/voice and /v1/twilio/media-stream; with "
+                               "--api-key and no token those routes are off"),
     "public_url": (str, "this gateway's public https:// base URL, as Twilio reaches it "
                         "(unset: taken from the request's Host)"),
     "twilio_instructions": (str, "session instructions for Twilio calls"),
