@@ -15,10 +15,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
+from gateway.auth import AccessPolicy
 from gateway.config import GatewayConfig
 from gateway.gateway import Gateway
 from gateway.realtime import realtime_endpoint
-from gateway.twilio import STREAM_PATH, TwilioBridge, media_stream_endpoint, voice_webhook
+from gateway.twilio import TwilioBridge, twilio_routes
 
 log = logging.getLogger("duplex_gateway")
 
@@ -38,10 +39,15 @@ async def healthz(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
+    """Status and reason for anyone (a load balancer probes it); the owner id, the
+    advertised address and the session count only for holders of the key."""
     gateway: Gateway = request.app.state.gateway
+    access: AccessPolicy = request.app.state.access
     why = await gateway.readiness()
     if why:
         return JSONResponse({"ready": False, "reason": why}, status_code=503)
+    if not access.may_observe(request.headers):
+        return JSONResponse({"ready": True})
     return JSONResponse({"ready": True, "plugin": gateway.config.plugin,
                          "sessions": len(gateway.runners), "owner": gateway.owner,
                          "advertised": gateway.config.advertise_url})
@@ -49,6 +55,11 @@ async def readyz(request: Request) -> Response:
 
 async def metrics(request: Request) -> Response:
     gateway: Gateway = request.app.state.gateway
+    access: AccessPolicy = request.app.state.access
+    if not access.may_observe(request.headers):
+        return Response("the API key is required (Authorization: Bearer <key>)",
+                        status_code=401, headers={"WWW-Authenticate": "Bearer"},
+                        media_type="text/plain")
     return Response(gateway.metrics.render(), media_type="text/plain; version=0.0.4")
 
 
@@ -67,9 +78,12 @@ async def _announce(gateway: Gateway, line: str | None) -> None:
 
 def create_app(config: GatewayConfig, *, on_ready: str | None = None) -> Starlette:
     gateway = Gateway(config)
+    access = AccessPolicy.of(config)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if access.twilio_off:
+            log.warning("the Twilio routes (/v1/twilio/*) are off: %s", access.twilio_off)
         async with asyncio.TaskGroup() as tg:
             await gateway.start(tg)
             announcer = tg.create_task(_announce(gateway, on_ready))
@@ -85,11 +99,11 @@ def create_app(config: GatewayConfig, *, on_ready: str | None = None) -> Starlet
         Route("/metrics", metrics),
         WebSocketRoute("/v1/realtime", realtime_endpoint),
         WebSocketRoute("/realtime", realtime_endpoint),
-        Route("/v1/twilio/voice", voice_webhook, methods=["POST"]),
-        WebSocketRoute(STREAM_PATH, media_stream_endpoint),
+        *twilio_routes(access),
         Mount("/", StaticFiles(directory=web_demo_dir(), html=True), name="web_demo"),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.gateway = gateway
+    app.state.access = access
     app.state.twilio = TwilioBridge(config)
     return app

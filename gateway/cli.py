@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from gateway.config import GatewayConfig, add_serve_arguments, from_args
+from gateway.log_redaction import protect
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -87,6 +88,8 @@ def serve(config: GatewayConfig) -> int:
 
     logging.basicConfig(level=config.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    secrets = (config.api_key or "", config.twilio_auth_token or "")
+    protect(secrets)
     embedded = None
     if config.redis_url is None:
         embedded = Supervisor(EmbeddedValkey(config.data_dir / "valkey"))
@@ -121,6 +124,7 @@ def serve(config: GatewayConfig) -> int:
             app, log_level=config.log_level, lifespan="on",
             ws_max_size=max(16 * 1024 * 1024, 2 * config.max_message_bytes),
             ws_ping_interval=20.0, ws_ping_timeout=20.0))
+        protect(secrets)  # uvicorn's own handlers exist now
         asyncio.run(server.serve(sockets=[sock]))
         return 0
     finally:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from gateway.auth import parse_origins
+
 ENV_PREFIX = "DUPLEX_GATEWAY_"
 
 
@@ -50,6 +52,7 @@ class GatewayConfig:
     public_url: str | None = None
     twilio_instructions: str | None = None
     advertise_url: str | None = None
+    allowed_origins: str | None = None
 
     @property
     def replica_acks(self) -> int:
@@ -73,8 +76,11 @@ _FLAGS: dict[str, tuple[Any, str]] = {
                                 "redis+sentinel://, else 0"),
     "data_dir": (Path, "where the embedded Valkey keeps its socket and AOF (one gateway "
                        "at a time: it is locked)"),
-    "api_key": (str, "require this key (Authorization: Bearer, or the "
-                     "openai-insecure-api-key.<key> WebSocket subprotocol)"),
+    "api_key": (str, "require this key on every route that starts or observes sessions: "
+                     "/v1/realtime (Authorization: Bearer, or the "
+                     "openai-insecure-api-key.<key> WebSocket subprotocol), /metrics and "
+                     "the full /readyz (Bearer); the Twilio routes then need "
+                     "--twilio-auth-token or are off"),
     "max_sessions": (int, "open sessions allowed across all gateways on this Redis"),
     "max_sessions_per_process": (int, "open sessions allowed per gateway process (0: no limit)"),
     "disconnect_grace_s": (float, "how long a detached session waits for a resume"),
@@ -98,9 +104,11 @@ _FLAGS: dict[str, tuple[Any, str]] = {
     "store_down_unhealthy_s": (float, "/healthz fails once Redis has been unreachable this "
                                       "long, so a process supervisor restarts the gateway "
                                       "(0: never)"),
-    "log_level": (str, "debug, info, warning or error"),
+    "log_level": (str, "debug, info, warning, error or critical (secrets are masked at every "
+                       "level)"),
     "twilio_auth_token": (str, "Twilio auth token: when set, X-Twilio-Signature is required "
-                               "on /v1/twilio/voice and /v1/twilio/media-stream"),
+                               "on /v1/twilio/voice and /v1/twilio/media-stream; with "
+                               "--api-key and no token those routes are off"),
     "public_url": (str, "this gateway's public https:// base URL, as Twilio reaches it "
                         "(unset: taken from the request's Host)"),
     "twilio_instructions": (str, "session instructions for Twilio calls"),
@@ -108,7 +116,15 @@ _FLAGS: dict[str, tuple[Any, str]] = {
                            "one, to relay a resume of a session it owns (unset: the "
                            "listening address, or the hostname when listening on all "
                            "interfaces)"),
+    "allowed_origins": (str, "browser pages that may open WebSockets here, by their Origin, "
+                             "comma-separated: scheme://host, scheme://host:port, "
+                             "scheme://host:* (any port) or * (any page); this gateway's own "
+                             "origin is always allowed, and sockets without an Origin (not "
+                             "a browser) pass (unset: http and https on localhost, "
+                             "127.0.0.1 and ::1, any port)"),
 }
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -146,6 +162,19 @@ def from_args(args: argparse.Namespace, environ: dict[str, str] | None = None) -
     if "data_dir" not in values:
         values["data_dir"] = default_data_dir()
     config = GatewayConfig(**values)
+    _check(config)
+    return config
+
+
+def _check(config: GatewayConfig) -> None:
+    """Refuse values the gateway could only fail on later (SystemExit: one line)."""
     if config.redis_replica_acks is not None and config.redis_replica_acks < 0:
         raise SystemExit("--redis-replica-acks must be >= 0")
-    return config
+    if config.log_level.lower() not in LOG_LEVELS:
+        raise SystemExit(f"--log-level must be one of {', '.join(LOG_LEVELS)}, "
+                         f"not {config.log_level!r:.40}")
+    try:
+        parse_origins(config.allowed_origins or "*")
+    except ValueError as exc:
+        raise SystemExit(f"--allowed-origins: {str(exc)!r:.80} is not an origin (scheme://host, "
+                         "scheme://host:port, scheme://host:* or *)") from None

@@ -263,10 +263,11 @@ class Gateway:
     async def owner_elsewhere(self, sid: str) -> str | None:
         """The address of another live process that owns ``sid``: a resume is served
         through it (``gateway.owner_relay``). None: serve it here."""
-        if sid in self.runners:
-            return None
+        # Redis is read even for a session served here: a resume of an unknown id
+        # must take as long as one with a wrong token (gateway.auth.resume_refused).
         record = await self.store.get(sid)
-        if record is None or record.state != "open" or record.owner == self.owner:
+        if (sid in self.runners or record is None or record.state != "open"
+                or record.owner == self.owner):
             return None
         return await self.store.owner_address(record.owner, time.time())
 

@@ -18,7 +18,6 @@ Connection semantics (the duplex extensions):
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 from typing import TYPE_CHECKING
@@ -33,6 +32,7 @@ from duplex.attach import GAP_CLOSE_REASON, resync_required
 from duplex.close_codes import CloseCode, close_reason
 from duplex.errors import CapacityError, DuplexError, InvalidRequest, SessionStateError
 from gateway import owner_relay, sockets
+from gateway.auth import RESUME_REFUSAL_CODES, AccessPolicy, resume_refused
 from gateway.gateway import ResyncRequired
 from gateway.log_limits import LogLimiter
 
@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     from gateway.session_runner import SessionRunner
 
 log = logging.getLogger(__name__)
+_refusals = LogLimiter(log)  # process-wide: a flood of bad keys is one line per window
 
-KEY_SUBPROTOCOL = "openai-insecure-api-key."
 BETA_SUBPROTOCOL = "openai-beta.realtime-v1"
 FIRST_MESSAGE_TIMEOUT_S = 10.0
 
@@ -75,16 +75,6 @@ class WsAttachment:
         await sockets.close(self.ws, self.close_code, self.close_reason)
 
 
-def _offered_key(ws: WebSocket, protocols: list[str]) -> str | None:
-    auth = ws.headers.get("authorization", "")
-    if auth.lower().startswith("bearer "):
-        return auth[7:].strip()
-    for proto in protocols:
-        if proto.startswith(KEY_SUBPROTOCOL):
-            return proto[len(KEY_SUBPROTOCOL):]
-    return None
-
-
 async def _refuse(ws: WebSocket, error: DuplexError, close_code: CloseCode) -> None:
     await _send_and_close(ws, {"type": "error", "error": error.to_wire()}, close_code,
                           error.message)
@@ -102,17 +92,15 @@ async def _send_and_close(ws: WebSocket, message: dict[str, object], close_code:
 @sockets.total
 async def realtime_endpoint(ws: WebSocket) -> None:
     gateway: Gateway = ws.app.state.gateway
+    access: AccessPolicy = ws.app.state.access
     protocols = list(ws.scope.get("subprotocols") or [])
     # Browsers fail the handshake unless we pick "realtime" when they offer it.
     await ws.accept(subprotocol="realtime" if "realtime" in protocols else None)
-    expected = gateway.config.api_key
-    if expected is not None:
-        offered = _offered_key(ws, protocols) or ""
-        if not hmac.compare_digest(offered.encode(), expected.encode()):
-            log.warning("refused a connection with a missing or wrong API key")
-            await _refuse(ws, InvalidRequest("invalid or missing API key",
-                                             code="invalid_api_key"), CloseCode.POLICY)
-            return
+    refusal = access.socket_refusal(ws.headers, protocols, ws.query_params)
+    if refusal is not None:  # before any session exists
+        _refusals.warning(refusal.code, "refused a realtime socket: %s", refusal.message)
+        await _refuse(ws, refusal, CloseCode.POLICY)
+        return
     why = await gateway.readiness(fresh=False)
     if why:
         await _refuse(ws, DuplexError(f"the gateway is not ready: {why}",
@@ -196,9 +184,11 @@ async def _resume(ws: WebSocket, gateway: Gateway, sid: str,
                               GAP_CLOSE_REASON)
         return None
     except DuplexError as exc:
-        gateway.metrics.errors.labels(exc.code).inc()
-        await _refuse(ws, exc, CloseCode.POLICY if isinstance(
-            exc, InvalidRequest | SessionStateError) else CloseCode.INTERNAL_ERROR)
+        # one answer to an unknown session and a wrong token: no telling which ids exist
+        refusal = resume_refused() if exc.code in RESUME_REFUSAL_CODES else exc
+        gateway.metrics.errors.labels(refusal.code).inc()
+        await _refuse(ws, refusal, CloseCode.POLICY if isinstance(
+            refusal, InvalidRequest | SessionStateError) else CloseCode.INTERNAL_ERROR)
         return None
     if not attached:
         return None  # refused after the swap (session.resync_required): nothing to read

@@ -26,6 +26,7 @@ from xml.sax.saxutils import escape
 
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from duplex import commands as c
@@ -34,6 +35,7 @@ from duplex.close_codes import CloseCode
 from duplex.errors import CapacityError, DuplexError, InvalidRequest
 from duplex.store.client import connect
 from gateway import sockets
+from gateway.auth import AccessPolicy
 from gateway.config import GatewayConfig
 from gateway.log_limits import LogLimiter
 from gateway.owner_relay import RELAYED_BY_HEADER, served_by_owner
@@ -52,6 +54,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+VOICE_PATH = "/v1/twilio/voice"
 STREAM_PATH = "/v1/twilio/media-stream"
 RELAY_PROOF_HEADER = "x-duplex-relay-proof"
 TOKEN_TTL_S = 600  # a stream (or a duplicate one) connects right after the webhook
@@ -94,6 +97,25 @@ class TwilioBridge:
         base = self.public_base(scheme, host)
         ws_base = base.replace("https://", "wss://", 1).replace("http://", "ws://", 1)
         return ws_base + STREAM_PATH
+
+
+def twilio_routes(access: AccessPolicy) -> list[BaseRoute]:
+    """The webhook and the media stream; with ``access.twilio_off``, routes that
+    refuse everything (nothing could tell Twilio from anyone else)."""
+    if access.twilio_off:
+        return [Route(VOICE_PATH, _off_webhook, methods=["POST"]),
+                WebSocketRoute(STREAM_PATH, _off_stream)]
+    return [Route(VOICE_PATH, voice_webhook, methods=["POST"]),
+            WebSocketRoute(STREAM_PATH, media_stream_endpoint)]
+
+
+async def _off_webhook(request: Request) -> Response:
+    return Response("the Twilio routes are off on this gateway (its startup log says why)",
+                    status_code=404, media_type="text/plain")
+
+
+async def _off_stream(ws: WebSocket) -> None:
+    await ws.close(CloseCode.POLICY)  # before the accept: the upgrade is answered 403
 
 
 # -- the webhook -------------------------------------------------------------------------
@@ -145,7 +167,13 @@ async def voice_webhook(request: Request) -> Response:
 async def media_stream_endpoint(ws: WebSocket) -> None:
     gateway: Gateway = ws.app.state.gateway
     bridge: TwilioBridge = ws.app.state.twilio
+    access: AccessPolicy = ws.app.state.access
     await ws.accept()
+    refusal = access.origin_refusal(ws.headers)
+    if refusal is not None:  # a browser page; Twilio sends no Origin
+        log.warning("twilio media stream refused: %s", refusal.message)
+        await sockets.close(ws, CloseCode.POLICY, refusal.code)
+        return
     try:
         secret = await bridge.secret()
     except DuplexError as exc:

@@ -137,9 +137,10 @@ async def test_resumed_rotates_token_bumps_generation_and_replays_after_the_curs
     done = await probe(second)  # then live events go on from the top
     assert seqs_of(second.events) == list(range(cursor + 1, done["server_event_seq"] + 1))
 
-    # The old token is spent; a refused resume leaves the live socket alone.
+    # The old token is spent; a refused resume leaves the live socket alone. (A wrong
+    # token gets the answer an unknown session gets: gateway.auth.resume_refused.)
     stale = await resume(gateway.ws, sid, token, top)
-    await refused(stale, "invalid_resume_token")
+    await refused(stale, "session_resume_expired")
     await probe(second)
 
     # The next resume rotates again, from the token session.resumed carried.
@@ -151,7 +152,7 @@ async def test_resumed_rotates_token_bumps_generation_and_replays_after_the_curs
     assert again["resume_token"] not in (token, resumed["resume_token"])
     await probe(third)
     older = await resume(gateway.ws, sid, resumed["resume_token"], 0)
-    await refused(older, "invalid_resume_token")
+    await refused(older, "session_resume_expired")
     await third.close()
 
 
@@ -276,7 +277,7 @@ async def test_the_spent_token_replaces_a_resumed_socket_that_has_not_spoken(
     assert silent.ws.close_code == 4000
     await probe(retry)  # now the new socket has spoken: the old token is spent for good
     stale = await resume(gateway.ws, sid, token, cursor)
-    await refused(stale, "invalid_resume_token")
+    await refused(stale, "session_resume_expired")
     await probe(retry)
     await retry.close()
 
@@ -345,7 +346,7 @@ async def test_racing_takeovers_with_one_token_have_exactly_one_winner(
             (winner,), (loser,) = won, lost
             assert loser.events[0]["type"] == "error", firsts
             code = loser.events[0]["error"]["code"]
-            assert code in ("session_resume_conflict", "invalid_resume_token"), firsts
+            assert code in ("session_resume_conflict", "session_resume_expired"), firsts
             generation += 1
         else:
             first, winner = sorted(won, key=lambda c: c.events[0]["attachment_generation"])

@@ -80,7 +80,7 @@ async def test_a_resume_on_another_process_is_relayed_to_the_live_owner(
     bad = await Stream.open(f"{b.ws}?resume={sid}")
     await bad.send("session.resume", resume_token="x" * 43,
                    last_received_server_event_seq=0)
-    await bad.until(lambda m: m.code == "invalid_resume_token", "invalid_resume_token")
+    await bad.until(lambda m: m.code == "session_resume_expired", "session_resume_expired")
     assert await bad.wait_closed() == 1008
 
     await r.close()  # 1000 through the relay: the owner ends the session

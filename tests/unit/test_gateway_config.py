@@ -35,3 +35,21 @@ def test_negative_replica_acks_are_refused() -> None:
 def test_a_bad_env_value_names_its_variable() -> None:
     with pytest.raises(SystemExit, match="DUPLEX_GATEWAY_PORT"):
         config_of([], {"DUPLEX_GATEWAY_PORT": "eighty"})
+
+
+@pytest.mark.parametrize(("argv", "env", "match"), [
+    (["--allowed-origins", "https://ok.example,app.example"], {}, "'app.example' is not an origin"),
+    ([], {"DUPLEX_GATEWAY_ALLOWED_ORIGINS": "ftp://x"}, "'ftp://x' is not an origin"),
+    (["--log-level", "trace"], {}, "--log-level must be one of"),
+])
+def test_values_the_gateway_cannot_use_are_refused_at_start(argv: list[str],
+                                                            env: dict[str, str],
+                                                            match: str) -> None:
+    with pytest.raises(SystemExit, match=match):
+        config_of(argv, env)
+
+
+def test_allowed_origins_from_the_environment() -> None:
+    spec = "https://app.example,http://localhost:*"
+    assert config_of([], {"DUPLEX_GATEWAY_ALLOWED_ORIGINS": spec}).allowed_origins == spec
+    assert config_of(["--allowed-origins", "*"]).allowed_origins == "*"
