@@ -309,13 +309,19 @@ async def _bind(ws: WebSocket, gateway: Gateway, bridge: TwilioBridge, start: _S
     None when refused, or once served through the session's owner elsewhere."""
     try:
         binding = await bridge.registry.get(start.call_sid)
-        if binding is not None and await _relayed_to_owner(ws, gateway, bridge,
-                                                           binding.session_id, first):
+        if binding is None:
+            opened = await _open(ws, gateway, bridge, start)
+            if opened is not None:
+                return opened
+            # another stream of this call bound its session first (on any process)
+            binding = await bridge.registry.get(start.call_sid)
+            if binding is None:
+                return None
+        if await _relayed_to_owner(ws, gateway, bridge, binding.session_id, first):
             return None
-        if binding is not None:
-            attachment = await _resume(ws, gateway, bridge, start, binding)
-            if attachment is not None:
-                return attachment
+        attachment = await _resume(ws, gateway, bridge, start, binding)
+        if attachment is not None:
+            return attachment
         return await _open(ws, gateway, bridge, start)
     except DuplexError as exc:
         log.warning("call %s: no session: %s", start.call_sid, exc.message)
@@ -334,14 +340,13 @@ async def _relayed_to_owner(ws: WebSocket, gateway: Gateway, bridge: TwilioBridg
 
 async def _open(ws: WebSocket, gateway: Gateway, bridge: TwilioBridge,
                 start: _Start) -> TwilioAttachment | None:
+    """A new session for the call; None when another stream of it bound one first."""
     runner, token = await gateway.open_session(beta=False)
     binding = Binding(runner.session_id, token)
     if not await bridge.registry.put(start.call_sid, binding, only_new=True):
-        # another socket of this call bound a session first: join that one instead
+        # another socket of this call bound a session first: the caller joins it
         runner.request_close("duplicate_call")
-        other = await bridge.registry.get(start.call_sid)
-        return (None if other is None
-                else await _resume(ws, gateway, bridge, start, other))
+        return None
     attachment = TwilioAttachment(ws, start.stream_sid, start.call_sid, 1, runner)
     await runner.attach(attachment, resume_token=token, cursor=None)
     update: dict[str, Any] = {**PCMU_SESSION}

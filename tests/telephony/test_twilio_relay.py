@@ -131,3 +131,36 @@ async def test_without_an_auth_token_a_stream_may_reach_another_process(
         await one_turn(em, 1)
     finally:
         await em.close()
+
+
+async def test_two_streams_of_one_call_at_once_on_two_processes_share_one_session(
+        pair: tuple[GatewayProcess, GatewayProcess], peek: Peek) -> None:
+    """Both streams look the call up before either has bound a session: each opens
+    one, the slower one's bind loses, and that stream joins the winner's session
+    (relayed to its owner) instead of taking it over or forking the call."""
+    a, b = pair
+    call_sid = new_sid("CA")
+    form = {"CallSid": call_sid, "AccountSid": "AC" + "0" * 32}
+    url = f"{a.http}/v1/twilio/voice?instructions=words%3D{WORDS}"
+    async with httpx.AsyncClient() as http:
+        twiml = parse_twiml((await http.post(url, data=form, headers=signed(url, form))).text)
+    on_b = f"ws://{b.address}/v1/twilio/media-stream"
+    streams = await asyncio.gather(
+        Emulator.dial(twiml, call_sid, headers=signed(twiml.stream_url)),
+        Emulator.dial(twiml, call_sid, ws_url=on_b, headers=signed(on_b)))
+    try:
+        # exactly one of them is replaced (4000), at once: no 4 s takeover wait
+        done, _ = await asyncio.wait([asyncio.ensure_future(s.ws.wait_closed())
+                                      for s in streams],
+                                     timeout=8, return_when=asyncio.FIRST_COMPLETED)
+        assert len(done) == 1
+        closed = [s for s in streams if s.ws.close_code is not None]
+        assert [s.ws.close_code for s in closed] == [4000]
+        live = next(s for s in streams if s not in closed)
+        await one_turn(live, 1)
+        sid = await peek.session_of(call_sid)
+        meta = await peek.raw.hgetall(f"dg:{{{sid}}}:meta")
+        assert meta["incarnation"] == "1"  # never taken over
+    finally:
+        for s in streams:
+            await s.close()
