@@ -64,11 +64,12 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _reachable_at(host: str, port: int) -> str:
-    """The ws:// URL other gateway processes use to reach this one."""
+def _reachable_at(host: str, port: int, *, tls: bool) -> str:
+    """The ws:// (wss:// with TLS) URL other gateway processes use to reach this one."""
     if host in ("0.0.0.0", "::"):
         host = socket.gethostname()
-    return f"ws://[{host}]:{port}" if ":" in host else f"ws://{host}:{port}"
+    scheme = "wss" if tls else "ws"
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
 
 
 def _in_use(data_dir: Path, holder: int | None, url: str) -> str:
@@ -112,10 +113,11 @@ def serve(config: GatewayConfig) -> int:
         host, port = sock.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host
         if config.advertise_url is None:
-            config = replace(config, advertise_url=_reachable_at(host, port))
-        ready = (f"duplex-gateway ready: http://{shown}:{port}/  "
-                 f"(plugin {config.plugin}, realtime ws://{shown}:{port}/v1/realtime)")
-        print(f"duplex-gateway listening: http://{shown}:{port}/ (getting ready; "
+            config = replace(config, advertise_url=_reachable_at(host, port, tls=config.tls))
+        http, ws = ("https", "wss") if config.tls else ("http", "ws")
+        ready = (f"duplex-gateway ready: {http}://{shown}:{port}/  "
+                 f"(plugin {config.plugin}, realtime {ws}://{shown}:{port}/v1/realtime)")
+        print(f"duplex-gateway listening: {http}://{shown}:{port}/ (getting ready; "
               f"/readyz says what it waits for)", flush=True)
         app = create_app(config, on_ready=ready)
         if embedded is not None:
@@ -123,7 +125,8 @@ def serve(config: GatewayConfig) -> int:
         server = uvicorn.Server(uvicorn.Config(
             app, log_level=config.log_level, lifespan="on",
             ws_max_size=max(16 * 1024 * 1024, 2 * config.max_message_bytes),
-            ws_ping_interval=20.0, ws_ping_timeout=20.0))
+            ws_ping_interval=20.0, ws_ping_timeout=20.0,
+            ssl_certfile=config.ssl_certfile, ssl_keyfile=config.ssl_keyfile))
         protect(secrets)  # uvicorn's own handlers exist now
         asyncio.run(server.serve(sockets=[sock]))
         return 0

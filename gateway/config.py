@@ -52,6 +52,13 @@ class GatewayConfig:
     public_url: str | None = None
     twilio_instructions: str | None = None
     advertise_url: str | None = None
+    ssl_certfile: Path | None = None
+    ssl_keyfile: Path | None = None
+    ssl_ca_file: Path | None = None
+
+    @property
+    def tls(self) -> bool:
+        return self.ssl_certfile is not None
     allowed_origins: str | None = None
 
     @property
@@ -122,6 +129,12 @@ _FLAGS: dict[str, tuple[Any, str]] = {
                              "origin is always allowed, and sockets without an Origin (not "
                              "a browser) pass (unset: http and https on localhost, "
                              "127.0.0.1 and ::1, any port)"),
+    "ssl_certfile": (Path, "serve https:// and wss:// with this certificate (PEM; with "
+                           "--ssl-keyfile)"),
+    "ssl_keyfile": (Path, "the private key of --ssl-certfile (PEM)"),
+    "ssl_ca_file": (Path, "CA certificates (PEM) trusted for wss:// relays to the other "
+                          "gateways (unset: the system's, plus --ssl-certfile itself, so "
+                          "gateways sharing one self-signed certificate trust each other)"),
 }
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
@@ -170,6 +183,12 @@ def _check(config: GatewayConfig) -> None:
     """Refuse values the gateway could only fail on later (SystemExit: one line)."""
     if config.redis_replica_acks is not None and config.redis_replica_acks < 0:
         raise SystemExit("--redis-replica-acks must be >= 0")
+    if (config.ssl_certfile is None) != (config.ssl_keyfile is None):
+        raise SystemExit("--ssl-certfile and --ssl-keyfile go together: give both or neither")
+    for name in ("ssl_certfile", "ssl_keyfile", "ssl_ca_file"):
+        path = getattr(config, name)
+        if path is not None and not path.is_file():
+            raise SystemExit(f"--{name.replace('_', '-')} {path}: no such file")
     if config.log_level.lower() not in LOG_LEVELS:
         raise SystemExit(f"--log-level must be one of {', '.join(LOG_LEVELS)}, "
                          f"not {config.log_level!r:.40}")

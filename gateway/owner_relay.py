@@ -19,8 +19,11 @@ heartbeat lapses and the resume takes the session over.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import ssl
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -31,6 +34,7 @@ from duplex.close_codes import CloseCode, close_reason, sendable
 from gateway.metrics import Metrics
 
 if TYPE_CHECKING:
+    from gateway.config import GatewayConfig
     from gateway.gateway import Gateway
 
 log = logging.getLogger(__name__)
@@ -58,21 +62,40 @@ async def served_by_owner(ws: WebSocket, gateway: Gateway, session_id: str, path
     if address is None:
         return False
     owner = await open_to_owner(f"{address.rstrip('/')}{path}", session_id,
-                                relayed_by=gateway.owner, headers=dict(headers))
+                                relayed_by=gateway.owner, headers=dict(headers),
+                                tls=relay_tls(gateway.config))
     if owner is None:
         return False
     await relay(ws, owner, first, gateway.metrics)
     return True
 
 
+def relay_tls(config: GatewayConfig) -> ssl.SSLContext:
+    """What a ``wss://`` relay to another gateway trusts: ``--ssl-ca-file``, else the
+    system's CAs plus this gateway's own certificate (gateways that share one
+    self-signed certificate, as a development cluster does, trust each other)."""
+    return _tls_context(config.ssl_ca_file, config.ssl_certfile)
+
+
+@functools.lru_cache(maxsize=4)
+def _tls_context(ca_file: Path | None, own_cert: Path | None) -> ssl.SSLContext:
+    """Built once per process: loading a CA bundle takes milliseconds."""
+    context = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
+    if ca_file is None and own_cert is not None:
+        context.load_verify_locations(cafile=str(own_cert))
+    return context
+
+
 async def open_to_owner(url: str, session_id: str, *, relayed_by: str,
-                        headers: dict[str, str]) -> ClientConnection | None:
+                        headers: dict[str, str],
+                        tls: ssl.SSLContext | None = None) -> ClientConnection | None:
     """A socket to ``url`` on the owner, as ``relayed_by``; None when it can't be
-    reached."""
+    reached. A ``wss://`` owner is verified against ``tls``."""
     try:
         # the owner bounds what clients send; what it sends back is trusted
         return await connect(url, additional_headers={RELAYED_BY_HEADER: relayed_by, **headers},
-                             open_timeout=CONNECT_TIMEOUT_S, max_size=None, compression=None)
+                             open_timeout=CONNECT_TIMEOUT_S, max_size=None, compression=None,
+                             ssl=tls if url.startswith("wss://") else None)
     except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
         log.warning("session %s: owner at %s unreachable (%s); serving it here",
                     session_id, url.partition("?")[0], exc)

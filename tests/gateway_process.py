@@ -6,6 +6,7 @@ import contextlib
 import os
 import re
 import signal
+import ssl
 import subprocess
 import sys
 import threading
@@ -16,8 +17,8 @@ import httpx
 
 from duplex.store.embedded import stop_child
 
-READY = re.compile(r"duplex-gateway ready: http://([^/]+)/")
-LISTENING = re.compile(r"duplex-gateway listening: http://([^/]+)/")
+READY = re.compile(r"duplex-gateway ready: https?://([^/]+)/")
+LISTENING = re.compile(r"duplex-gateway listening: https?://([^/]+)/")
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -34,12 +35,16 @@ class GatewayProcess:
         self.output: list[str] = []
 
     @property
+    def tls(self) -> bool:
+        return "--ssl-certfile" in self.args
+
+    @property
     def http(self) -> str:
-        return f"http://{self.address}"
+        return f"{'https' if self.tls else 'http'}://{self.address}"
 
     @property
     def ws(self) -> str:
-        return f"ws://{self.address}/v1/realtime"
+        return f"{'wss' if self.tls else 'ws'}://{self.address}/v1/realtime"
 
     def start(self, timeout_s: float = 60.0, *, wait_ready: bool = True) -> GatewayProcess:
         """Start it; return once it is ready (or, with ``wait_ready=False``, as soon
@@ -66,14 +71,21 @@ class GatewayProcess:
                 ready.set()
         ready.set()  # the process ended
 
+    def _client(self) -> httpx.AsyncClient:
+        """An HTTP client that trusts this gateway's own certificate when it has one."""
+        if not self.tls:
+            return httpx.AsyncClient(timeout=5.0)
+        cert = self.args[self.args.index("--ssl-certfile") + 1]
+        return httpx.AsyncClient(timeout=5.0, verify=ssl.create_default_context(cafile=cert))
+
     async def owner(self) -> str:
         """Its owner id in Redis, as ``/readyz`` names it."""
-        async with httpx.AsyncClient(timeout=5.0) as http:
+        async with self._client() as http:
             return str((await http.get(f"{self.http}/readyz")).json()["owner"])
 
     async def metric(self, name: str) -> float:
         """The sum of a ``/metrics`` sample's values over its labels."""
-        async with httpx.AsyncClient(timeout=5.0) as http:
+        async with self._client() as http:
             text = (await http.get(f"{self.http}/metrics")).text
         return sum(float(line.split()[-1]) for line in text.splitlines()
                    if line.startswith((name + " ", name + "{")))

@@ -90,10 +90,11 @@ def open_demo(playwright: Any, tmp_path: Path) -> Iterator[Callable[..., Demo]]:
     """open_demo(gateway, wav) → a Demo with the page loaded, Talk not yet pressed."""
     browsers: list[Any] = []
 
-    def open_(gateway: GatewayProcess, wav: Path) -> Demo:
+    def open_(gateway: GatewayProcess, wav: Path, *, extra_args: tuple[str, ...] = ()) -> Demo:
         browser = playwright.chromium.launch(
             executable_path=CHROMIUM,
-            args=[*CHROME_ARGS, f"--use-file-for-fake-audio-capture={wav.resolve()}%noloop"])
+            args=[*CHROME_ARGS, f"--use-file-for-fake-audio-capture={wav.resolve()}%noloop",
+                  *extra_args])
         browsers.append(browser)
         page = browser.new_context(viewport={"width": 1000, "height": 900}).new_page()
         demo = Demo(page, tmp_path)

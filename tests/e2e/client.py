@@ -136,10 +136,12 @@ import redis.asyncio as aioredis  # noqa: E402
 T = TypeVar("T")
 
 
-async def resume(url: str, sid: str, token: str, cursor: int,
-                 **fields: Any) -> RealtimeClient:
-    """Open ``url?resume=<sid>`` and send ``session.resume`` as the first message."""
-    c = await RealtimeClient.connect(f"{url}?resume={sid}")
+async def resume(url: str, sid: str, token: str, cursor: int, *,
+                 ssl: Any = None, **fields: Any) -> RealtimeClient:
+    """Open ``url?resume=<sid>`` and send ``session.resume`` as the first message
+    (``ssl``: what a ``wss://`` URL trusts)."""
+    c = await (RealtimeClient.connect(f"{url}?resume={sid}", ssl=ssl) if ssl is not None
+               else RealtimeClient.connect(f"{url}?resume={sid}"))
     await c.send("session.resume", resume_token=token,
                  last_received_server_event_seq=cursor, **fields)
     return c
