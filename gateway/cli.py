@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import socket
 import sys
 from dataclasses import replace
 from pathlib import Path
 
+from gateway import log_setup
 from gateway.config import GatewayConfig, add_serve_arguments, from_args
-from gateway.log_redaction import protect
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -87,10 +86,8 @@ def serve(config: GatewayConfig) -> int:
     from duplex.store.supervisor import Supervisor
     from gateway.app import create_app
 
-    logging.basicConfig(level=config.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     secrets = (config.api_key or "", config.twilio_auth_token or "")
-    protect(secrets)
+    log_setup.configure(config.log_level, config.log_format, secrets)
     embedded = None
     if config.redis_url is None:
         embedded = Supervisor(EmbeddedValkey(config.data_dir / "valkey"))
@@ -125,9 +122,8 @@ def serve(config: GatewayConfig) -> int:
         server = uvicorn.Server(uvicorn.Config(
             app, log_level=config.log_level, lifespan="on",
             ws_max_size=max(16 * 1024 * 1024, 2 * config.max_message_bytes),
-            ws_ping_interval=20.0, ws_ping_timeout=20.0,
+            ws_ping_interval=20.0, ws_ping_timeout=20.0, log_config=None,
             ssl_certfile=config.ssl_certfile, ssl_keyfile=config.ssl_keyfile))
-        protect(secrets)  # uvicorn's own handlers exist now
         asyncio.run(server.serve(sockets=[sock]))
         return 0
     finally:

@@ -48,6 +48,7 @@ class GatewayConfig:
     store_timeout_s: float = 2.0
     store_down_unhealthy_s: float = 30.0
     log_level: str = "info"
+    log_format: str = "text"
     twilio_auth_token: str | None = None
     public_url: str | None = None
     twilio_instructions: str | None = None
@@ -113,6 +114,8 @@ _FLAGS: dict[str, tuple[Any, str]] = {
                                       "(0: never)"),
     "log_level": (str, "debug, info, warning, error or critical (secrets are masked at every "
                        "level)"),
+    "log_format": (str, "text (one line per event, for people) or json (one object per "
+                        "line, with the session id, for log pipelines)"),
     "twilio_auth_token": (str, "Twilio auth token: when set, X-Twilio-Signature is required "
                                "on /v1/twilio/voice and /v1/twilio/media-stream; with "
                                "--api-key and no token those routes are off"),

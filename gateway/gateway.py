@@ -100,8 +100,14 @@ class Gateway:
     # -- start and stop ----------------------------------------------------------
 
     async def start(self, tg: asyncio.TaskGroup) -> None:
+        """Start at once; the plugin loads in the background (a minute for the
+        cascade's models), so ``/healthz`` and ``/readyz`` answer from the first
+        second, the latter with the loading step."""
         self._tg = tg
         self._tasks.append(tg.create_task(self.store_watch.run(), name="store-watch"))
+        self._tasks.append(tg.create_task(self._load(tg), name="load"))
+
+    async def _load(self, tg: asyncio.TaskGroup) -> None:
         try:
             await self.store.ping()
         except DuplexError as exc:
@@ -119,6 +125,7 @@ class Gateway:
         self.plugin = plugin
         names = plugin.capabilities.stage_names
         pools = [StagePool([engine]) for engine in self.engines]
+
         def observe(stage: int, seconds: float, request: str) -> None:
             self.metrics.stage_latency.labels(names[stage]).observe(seconds)
             runner = self.runners.get(session_of(request))

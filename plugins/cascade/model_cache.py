@@ -121,9 +121,10 @@ class _Reporter:
 
     def __call__(self, message: str) -> None:
         line = f"[{time.monotonic() - self._start:5.1f} s] {message}"
-        log.info("%s", line)
         if self._progress is not None:
-            self._progress(line)
+            self._progress(line)  # which logs it: once is enough
+        else:
+            log.info("%s", line)
 
 
 @contextlib.contextmanager

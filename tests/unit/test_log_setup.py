@@ -1,0 +1,33 @@
+"""``gateway.log_setup``: JSON lines name their session; polls are not access-logged."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from gateway.log_setup import JsonFormatter, not_a_poll
+
+
+def record(name: str, msg: str, *args: object) -> logging.LogRecord:
+    return logging.LogRecord(name, logging.INFO, __file__, 1, msg, args, None)
+
+
+def test_a_json_line_names_the_session_it_is_about() -> None:
+    line = json.loads(JsonFormatter().format(record(
+        "gateway", "session %s: detach not persisted", "sess_AbCdEfGh12345678")))
+    assert line["session"] == "sess_AbCdEfGh12345678"
+    assert (line["level"], line["logger"]) == ("INFO", "gateway")
+    assert line["message"] == "session sess_AbCdEfGh12345678: detach not persisted"
+    assert line["time"].endswith("Z")
+    assert "session" not in json.loads(JsonFormatter().format(record("x", "no ids here")))
+
+
+def test_polls_are_dropped_and_everything_else_kept() -> None:
+    access = '%s - "%s %s HTTP/%s" %d'
+    assert not not_a_poll(record("uvicorn.access", access, "1.2.3.4:5", "GET", "/readyz",
+                                 "1.1", 200))
+    assert not not_a_poll(record("uvicorn.access", access, "1.2.3.4:5", "GET",
+                                 "/metrics?x=1", "1.1", 200))
+    assert not_a_poll(record("uvicorn.access", access, "1.2.3.4:5", "POST",
+                             "/v1/twilio/voice", "1.1", 200))
+    assert not_a_poll(record("gateway", "GET /readyz is how you ask"))  # not an access line
