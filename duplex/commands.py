@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from duplex import fields as f
 from duplex.errors import InvalidRequest
 
 
@@ -128,10 +129,13 @@ def _str(obj: Mapping[str, Any], key: str, *, required: bool = True) -> str | No
     value = obj.get(key)
     if value is None and not required:
         return None
-    if not isinstance(value, str) or (required and not value):
-        kind = "missing" if value is None else "not a non-empty string"
-        raise InvalidRequest(f"'{key}' is {kind}", code="missing_required_parameter"
-                             if value is None else "invalid_value", param=key)
+    if value is None:
+        raise InvalidRequest(f"Missing required parameter: '{key}'.",
+                             code="missing_required_parameter", param=key)
+    if not isinstance(value, str):
+        raise f.wrong_type(key, "a string", value)
+    if required and not value:
+        raise InvalidRequest(f"Invalid '{key}': empty string.", code="invalid_value", param=key)
     return value
 
 
@@ -141,9 +145,10 @@ def _int(obj: Mapping[str, Any], key: str, *, minimum: int = 0,
     if value is None:
         raise InvalidRequest(f"'{key}' is missing", code="missing_required_parameter",
                              param=key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidRequest(f"'{key}' must be an integer >= {minimum}", code="invalid_value",
-                             param=key)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise f.wrong_type(key, "an integer", value)
+    if value < minimum:
+        raise f.out_of_range(key, value, minimum, math.inf, integer=True)
     return value
 
 
@@ -152,16 +157,15 @@ def _mapping(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     if value is None:
         raise InvalidRequest(f"'{key}' is missing", code="missing_required_parameter",
                              param=key)
-    if not isinstance(value, Mapping):
-        raise InvalidRequest(f"'{key}' must be an object", code="invalid_value", param=key)
-    return value
+    return f.obj(value, key)
 
 
 def decode_base64_audio(value: object) -> bytes:
+    if value is None:
+        raise InvalidRequest("Missing required parameter: 'audio'.",
+                             code="missing_required_parameter", param="audio")
     if not isinstance(value, str):
-        raise InvalidRequest("'audio' must be a base64 string",
-                             code="missing_required_parameter" if value is None
-                             else "invalid_value", param="audio")
+        raise f.wrong_type("audio", "a base64 string", value)
     try:
         return base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
@@ -176,22 +180,18 @@ Parser = Callable[[Mapping[str, Any], str | None], Command]
 
 def _response_create(obj: Mapping[str, Any], eid: str | None) -> Command:
     opts = obj.get("response") or {}
-    if not isinstance(opts, Mapping):
-        raise InvalidRequest("'response' must be an object", code="invalid_value",
-                             param="response")
+    opts = f.obj(opts, "response")
     instructions = opts.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
-        raise InvalidRequest("response.instructions must be a string", code="invalid_value",
-                             param="response.instructions")
+        raise f.wrong_type("response.instructions", "a string", instructions)
     mods = opts.get("output_modalities", opts.get("modalities"))
     if mods is not None and (not isinstance(mods, list)
                              or any(m not in ("audio", "text") for m in mods) or not mods):
         raise InvalidRequest("response.output_modalities must list 'audio' and/or 'text'",
                              code="invalid_value", param="response.output_modalities")
     metadata = opts.get("metadata")
-    if metadata is not None and not isinstance(metadata, Mapping):
-        raise InvalidRequest("response.metadata must be an object", code="invalid_value",
-                             param="response.metadata")
+    if metadata is not None:
+        metadata = f.obj(metadata, "response.metadata")
     conversation = opts.get("conversation", "auto")
     if conversation not in ("auto", "none"):
         raise InvalidRequest("response.conversation must be 'auto' or 'none'",
@@ -275,9 +275,10 @@ def parse_command(obj: object) -> Command:
         raise InvalidRequest("client event has no 'type'", code="missing_required_parameter",
                              param="type", event_id=event_id)
     parser = _PARSERS.get(kind)
-    if parser is None:
-        raise InvalidRequest(f"unknown client event type {kind!r}", code="unknown_event",
-                             param="type", event_id=event_id)
+    if parser is None:  # OpenAI's answer, word for word but for our list
+        supported = ", ".join(f"'{name}'" for name in _PARSERS)
+        raise InvalidRequest(f"Invalid value: {kind!r}. Supported values are: {supported}.",
+                             code="invalid_value", param="type", event_id=event_id)
     try:
         return parser(obj, event_id)
     except InvalidRequest as exc:

@@ -3,6 +3,14 @@
 Accepts both OpenAI Realtime shapes: GA (``audio.input.format{type,rate}``,
 ``output_modalities``) and beta (``input_audio_format: "pcm16"``,
 ``modalities``, top-level ``turn_detection``). Only fields present change.
+
+An update is all or nothing: the first bad field raises ``InvalidRequest``
+naming it (``param``, OpenAI's codes: ``duplex.fields``) and the config stays
+as it was. Fields OpenAI defines that the gateway has no use for (``tracing``,
+``tools``, ``tool_choice``, ``noise_reduction``, ``speed``, ``truncation``,
+``prompt``, ``include``, ``reasoning``, transcription ``language``/``prompt``
+…) are accepted and ignored, so a client's defaults never cost it the rest
+of its update; ``session.updated`` shows what is in effect.
 """
 
 from __future__ import annotations
@@ -12,7 +20,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from duplex import fields as f
 from duplex.errors import InvalidRequest
+from duplex.turn_detection import TurnDetection, parse_turn_detection
+
+__all__ = ["AudioFormat", "SessionConfig", "TurnDetection", "apply_update", "parse_format",
+           "parse_turn_detection"]
 
 
 class AudioFormat(enum.StrEnum):
@@ -47,27 +60,7 @@ _FORMAT_NAMES: Mapping[str, AudioFormat] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class TurnDetection:
-    """``server_vad``: the server ends user turns and may interrupt responses."""
-
-    threshold: float = 0.5
-    prefix_padding_ms: int = 300
-    silence_duration_ms: int = 500
-    create_response: bool = True
-    interrupt_response: bool = True
-    idle_timeout_ms: int | None = None
-
-    def wire(self) -> dict[str, object]:
-        return {
-            "type": "server_vad",
-            "threshold": self.threshold,
-            "prefix_padding_ms": self.prefix_padding_ms,
-            "silence_duration_ms": self.silence_duration_ms,
-            "create_response": self.create_response,
-            "interrupt_response": self.interrupt_response,
-            "idle_timeout_ms": self.idle_timeout_ms,
-        }
+SERVER_VAD = TurnDetection()  # the default: frozen, so one instance serves every config
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +70,7 @@ class SessionConfig:
     output_modalities: tuple[str, ...] = ("audio",)
     input_format: AudioFormat = AudioFormat.PCM16
     output_format: AudioFormat = AudioFormat.PCM16
-    turn_detection: TurnDetection | None = TurnDetection()
+    turn_detection: TurnDetection | None = SERVER_VAD
     voice: str = "default"
     # model name; None = no user transcripts. On by default: a voice gateway's users
     # expect to see what they said (OpenAI's default is off).
@@ -113,126 +106,52 @@ class SessionConfig:
         }
 
 
-def _obj(value: object, param: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise InvalidRequest(f"{param} must be an object", param=param)
-    return value
-
-
 def parse_format(value: object, param: str) -> AudioFormat:
     """An audio format given as a beta string or a GA ``{type, rate}`` object."""
     name: object = value
     rate: object = None
     if isinstance(value, Mapping):
         name, rate = value.get("type"), value.get("rate")
+        param = f"{param}.type"
     if not isinstance(name, str) or name not in _FORMAT_NAMES:
-        raise InvalidRequest(
-            f"unsupported audio format {name!r}; use audio/pcm, audio/pcmu or audio/pcma",
-            code="unsupported_audio_format", param=param,
-        )
+        raise f.wrong_value(param, name, _FORMAT_NAMES)
     fmt = _FORMAT_NAMES[name]
     if rate is not None and rate != fmt.rate:
-        raise InvalidRequest(
-            f"{fmt.value} is {fmt.rate} Hz, not {rate!r}",
-            code="unsupported_audio_format", param=param,
-        )
+        raise f.wrong_value(param.removesuffix(".type") + ".rate", rate, [str(fmt.rate)])
     return fmt
 
 
-def _number(obj: Mapping[str, Any], key: str, current: float, lo: float, hi: float,
-            param: str) -> float:
-    value = obj.get(key, current)
-    if value is None:
-        return current
-    if isinstance(value, bool) or not isinstance(value, int | float) or not lo <= value <= hi:
-        raise InvalidRequest(f"{param}.{key} must be a number in [{lo}, {hi}]",
-                             param=f"{param}.{key}")
-    return float(value)
-
-
-def _flag(obj: Mapping[str, Any], key: str, current: bool, param: str) -> bool:
-    value = obj.get(key, current)
-    if not isinstance(value, bool):
-        raise InvalidRequest(f"{param}.{key} must be a boolean", param=f"{param}.{key}")
-    return value
-
-
-def parse_turn_detection(
-    value: object, current: TurnDetection | None, param: str
-) -> TurnDetection | None:
-    if value is None:
-        return None
-    obj = _obj(value, param)
-    kind = obj.get("type", "server_vad")
-    if kind != "server_vad":
-        raise InvalidRequest(f"turn_detection type {kind!r} is not supported; use server_vad",
-                             code="unsupported_turn_detection", param=f"{param}.type")
-    base = current or TurnDetection()
-    idle = obj.get("idle_timeout_ms", base.idle_timeout_ms)
-    if idle is not None and (not isinstance(idle, int) or isinstance(idle, bool) or idle < 0):
-        raise InvalidRequest(f"{param}.idle_timeout_ms must be a non-negative integer",
-                             param=f"{param}.idle_timeout_ms")
-    return TurnDetection(
-        threshold=_number(obj, "threshold", base.threshold, 0.0, 1.0, param),
-        prefix_padding_ms=int(_number(obj, "prefix_padding_ms", base.prefix_padding_ms,
-                                      0, 5000, param)),
-        silence_duration_ms=int(_number(obj, "silence_duration_ms", base.silence_duration_ms,
-                                        0, 10000, param)),
-        create_response=_flag(obj, "create_response", base.create_response, param),
-        interrupt_response=_flag(obj, "interrupt_response", base.interrupt_response, param),
-        idle_timeout_ms=idle,
-    )
-
-
 def _modalities(value: object, param: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not value or any(
-        m not in ("audio", "text") for m in value
-    ):
-        raise InvalidRequest(f"{param} must be a list of 'audio' and/or 'text'", param=param)
+    if not isinstance(value, list):
+        raise f.wrong_type(param, "an array", value)
+    for i, mode in enumerate(value):
+        if mode not in ("audio", "text"):
+            raise f.wrong_value(f"{param}[{i}]", mode, ("audio", "text"))
+    if not value:
+        raise InvalidRequest(f"Invalid '{param}': empty array. Expected one of 'audio' or "
+                             "'text'.", code="empty_array", param=param)
     return tuple(dict.fromkeys(value))
 
 
 def _transcription(value: object, param: str) -> str | None:
     if value is None:
         return None
-    obj = _obj(value, param)
-    return _text(obj, "model", "default", param) or "default"
+    obj = f.obj(value, param)
+    for key in ("language", "prompt"):  # not used, but a wrong type is still wrong
+        f.text(obj, key, "", param)
+    return f.text(obj, "model", "default", param) or "default"
 
 
-def _text(obj: Mapping[str, Any], key: str, current: str, param: str) -> str:
-    """A string field; absent or null keeps ``current``."""
-    value = obj.get(key)
-    if value is None:
-        return current
-    if not isinstance(value, str):
-        raise InvalidRequest(f"{param}.{key} must be a string", param=f"{param}.{key}")
-    return value
+def _max_tokens(raw: object, param: str) -> int | None:
+    if raw == "inf" or raw is None:
+        return None
+    if isinstance(raw, str):
+        raise f.wrong_value(param, raw, ("inf",))
+    return int(f.number({param: raw}, param, 0, 1, 4096, "", integer=True))
 
 
-def apply_update(config: SessionConfig, session: object) -> SessionConfig:
-    """The config after a ``session.update``; raises ``InvalidRequest`` on bad fields."""
-    obj = _obj(session, "session")
-    changes: dict[str, Any] = {}
-    if "instructions" in obj:
-        if not isinstance(obj["instructions"], str):
-            raise InvalidRequest("session.instructions must be a string",
-                                 param="session.instructions")
-        changes["instructions"] = obj["instructions"]
-    changes["model"] = _text(obj, "model", config.model, "session")
-    for key in ("output_modalities", "modalities"):
-        if key in obj:
-            changes["output_modalities"] = _modalities(obj[key], f"session.{key}")
-    changes["voice"] = _text(obj, "voice", config.voice, "session")
-    if "max_output_tokens" in obj or "max_response_output_tokens" in obj:
-        raw = obj.get("max_output_tokens", obj.get("max_response_output_tokens"))
-        if raw == "inf" or raw is None:
-            changes["max_output_tokens"] = None
-        elif isinstance(raw, int) and not isinstance(raw, bool) and 1 <= raw <= 4096:
-            changes["max_output_tokens"] = raw
-        else:
-            raise InvalidRequest("max_output_tokens must be 1..4096 or 'inf'",
-                                 param="session.max_output_tokens")
-    # beta shape
+def _beta_fields(obj: Mapping[str, Any], config: SessionConfig,
+                 changes: dict[str, Any]) -> None:
     if "input_audio_format" in obj:
         changes["input_format"] = parse_format(obj["input_audio_format"],
                                                "session.input_audio_format")
@@ -245,26 +164,48 @@ def apply_update(config: SessionConfig, session: object) -> SessionConfig:
     if "input_audio_transcription" in obj:
         changes["transcription"] = _transcription(obj["input_audio_transcription"],
                                                   "session.input_audio_transcription")
-    # GA shape
+
+
+def _audio_input(inp: Mapping[str, Any], config: SessionConfig,
+                 changes: dict[str, Any]) -> None:
+    where = "session.audio.input"
+    if "format" in inp:
+        changes["input_format"] = parse_format(inp["format"], f"{where}.format")
+    if "turn_detection" in inp:
+        changes["turn_detection"] = parse_turn_detection(
+            inp["turn_detection"], config.turn_detection, f"{where}.turn_detection")
+    if "transcription" in inp:
+        changes["transcription"] = _transcription(inp["transcription"],
+                                                  f"{where}.transcription")
+
+
+def _audio_output(out: Mapping[str, Any], config: SessionConfig,
+                  changes: dict[str, Any]) -> None:
+    where = "session.audio.output"
+    if "format" in out:
+        changes["output_format"] = parse_format(out["format"], f"{where}.format")
+    changes["voice"] = f.text(out, "voice", changes.get("voice", config.voice), where)
+
+
+def apply_update(config: SessionConfig, session: object) -> SessionConfig:
+    """The config after a ``session.update``; raises ``InvalidRequest`` on bad fields."""
+    obj = f.obj(session, "session")
+    changes: dict[str, Any] = {}
+    if "instructions" in obj:
+        changes["instructions"] = f.text(obj, "instructions", config.instructions, "session")
+    changes["model"] = f.text(obj, "model", config.model, "session")
+    for key in ("output_modalities", "modalities"):
+        if key in obj:
+            changes["output_modalities"] = _modalities(obj[key], f"session.{key}")
+    changes["voice"] = f.text(obj, "voice", config.voice, "session")
+    for key in ("max_output_tokens", "max_response_output_tokens"):
+        if key in obj:
+            changes["max_output_tokens"] = _max_tokens(obj[key], f"session.{key}")
+    _beta_fields(obj, config, changes)
     if "audio" in obj:
-        audio = _obj(obj["audio"], "session.audio")
+        audio = f.obj(obj["audio"], "session.audio")
         if "input" in audio:
-            inp = _obj(audio["input"], "session.audio.input")
-            if "format" in inp:
-                changes["input_format"] = parse_format(inp["format"],
-                                                       "session.audio.input.format")
-            if "turn_detection" in inp:
-                changes["turn_detection"] = parse_turn_detection(
-                    inp["turn_detection"], config.turn_detection,
-                    "session.audio.input.turn_detection")
-            if "transcription" in inp:
-                changes["transcription"] = _transcription(
-                    inp["transcription"], "session.audio.input.transcription")
+            _audio_input(f.obj(audio["input"], "session.audio.input"), config, changes)
         if "output" in audio:
-            out = _obj(audio["output"], "session.audio.output")
-            if "format" in out:
-                changes["output_format"] = parse_format(out["format"],
-                                                        "session.audio.output.format")
-            changes["voice"] = _text(out, "voice", changes.get("voice", config.voice),
-                                     "session.audio.output")
+            _audio_output(f.obj(audio["output"], "session.audio.output"), config, changes)
     return replace(config, **changes)

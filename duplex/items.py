@@ -53,13 +53,19 @@ class ConversationItems:
             raise InvalidRequest("item.content must be a list of content parts",
                                  code="invalid_value", param="item.content")
         item_id = item.get("id") or self._new_id("item")
-        if not isinstance(item_id, str) or item_id in self.items:
-            raise InvalidRequest(f"item id {item_id!r} already exists", code="invalid_value",
+        if not isinstance(item_id, str):
+            raise InvalidRequest(f"Invalid type for 'item.id': expected a string, not "
+                                 f"{type(item_id).__name__}", code="invalid_type",
+                                 param="item.id")
+        if item_id in self.items:  # OpenAI's code: clients treat it as "already there"
+            raise InvalidRequest(f"Error adding item: the item with id '{item_id}' already "
+                                 "exists.", code="item_create_duplicate_item_id",
                                  param="item.id")
         previous = cmd.previous_item_id
         if previous is not None and previous not in self.items:
-            raise InvalidRequest(f"previous item {previous!r} not found",
-                                 code="item_not_found", param="previous_item_id")
+            raise InvalidRequest(f"Error adding item: the previous item with id '{previous}' "
+                                 "does not exist.", code="item_create_invalid_previous_item_id",
+                                 param="previous_item_id")
         item.update(id=item_id, object="realtime.item", type="message",
                     status="completed")
         if not self.budget.room_for(item):
@@ -95,20 +101,24 @@ class ConversationItems:
         index = keys.index(item_id)
         return keys[index - 1] if index else None
 
-    def _item(self, item_id: str) -> ev.Event:
+    def _item(self, item_id: str, op: str) -> ev.Event:
+        """The item, or OpenAI's error for ``op`` (pipecat, for one, reads
+        ``item_retrieve_invalid_item_id`` as "not there" and anything else as fatal)."""
         item = self.items.get(item_id)
         if item is None:
-            raise InvalidRequest(f"item {item_id!r} not found", code="item_not_found",
+            verb = {"retrieve": "retrieving", "delete": "deleting", "truncate": "truncating"}
+            raise InvalidRequest(f"Error {verb[op]} item: the item with id '{item_id}' does "
+                                 "not exist.", code=f"item_{op}_invalid_item_id",
                                  param="item_id")
         return item
 
     def retrieve_item(self, cmd: c.RetrieveItem) -> None:
         self._require_open()
-        self._emit(E.ITEM_RETRIEVED, item=self._item(cmd.item_id))
+        self._emit(E.ITEM_RETRIEVED, item=self._item(cmd.item_id, "retrieve"))
 
     def delete_item(self, cmd: c.DeleteItem) -> None:
         self._require_open()
-        self._item(cmd.item_id)
+        self._item(cmd.item_id, "delete")
         self._forget(cmd.item_id)
 
     def _forget(self, item_id: str) -> None:
@@ -134,9 +144,9 @@ class ConversationItems:
         self._require_open()
         ledger = self._ledger_for(cmd.item_id)
         if ledger is None:
-            self._item(cmd.item_id)  # raises item_not_found for unknown ids
-            raise InvalidRequest("only assistant audio items can be truncated",
-                                 code="invalid_value", param="item_id")
+            self._item(cmd.item_id, "truncate")  # unknown ids first
+            raise InvalidRequest("Only model output audio messages can be truncated",
+                                 code="unsupported_content_type", param="item_id")
         if cmd.content_index != 0:
             raise InvalidRequest("content_index must be 0", code="invalid_value",
                                  param="content_index")

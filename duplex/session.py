@@ -188,8 +188,9 @@ class SessionCore(ConversationItems):
         self._require_open()
         if self.input.ms < MIN_COMMIT_MS:
             raise InvalidRequest(
-                f"buffer too small: {self.input.ms:.0f} ms of audio, at least "
-                f"{MIN_COMMIT_MS:.0f} ms needed", code="input_audio_buffer_commit_empty")
+                "Error committing input audio buffer: buffer too small. Expected at least "
+                f"{MIN_COMMIT_MS:.0f}ms of audio, but buffer only has {self.input.ms:.2f}ms of "
+                "audio.", code="input_audio_buffer_commit_empty")
         self._commit(respond=False, by_vad=False)
 
     def _commit(self, *, respond: bool, by_vad: bool) -> None:
@@ -240,7 +241,8 @@ class SessionCore(ConversationItems):
         self._require_open()
         if self.response is not None:
             raise SessionStateError(
-                f"conversation already has an active response {self.response.id}",
+                f"Conversation already has an active response in progress: {self.response.id}."
+                " Wait until the response is finished before creating a new one.",
                 code="conversation_already_has_active_response")
         response = self._open_response(cmd)
         self._effects.append(fx.StartResponse(response.fence, response.id, cmd.instructions))
@@ -360,12 +362,15 @@ class SessionCore(ConversationItems):
     def cancel_response(self, cmd: c.CancelResponse) -> None:
         self._require_open()
         r = self.response
+        # One code for both, OpenAI's: clients (pipecat, LiveKit) take it, and the
+        # message's "Cancellation failed" prefix, as a harmless race, any other as fatal.
         if r is None:
-            raise SessionStateError("there is no active response to cancel",
+            raise SessionStateError("Cancellation failed: no active response found",
                                     code="response_cancel_not_active")
         if cmd.response_id is not None and cmd.response_id != r.id:
-            raise SessionStateError(f"response {cmd.response_id} is not active",
-                                    code="response_not_active", param="response_id")
+            raise SessionStateError(f"Cancellation failed: response '{cmd.response_id}' is not "
+                                    "active", code="response_cancel_not_active",
+                                    param="response_id")
         self._cancel(reason="client_cancelled")
 
     def clear_output_audio(self) -> None:

@@ -195,9 +195,23 @@ class VadEvent:
 
 
 class VoiceActivityDetector(Protocol):
+    """One session's turn detection (``create_vad``). Under ``semantic_vad`` it
+    ends turns with ``plugins.turn_end``; a VAD that knows the words said so
+    far hands its segmenter a ``WordsSoFar``."""
+
     def process(self, pcm: Pcm) -> Sequence[VadEvent]: ...
 
     def reset(self) -> None: ...
+
+
+class WordsSoFar(Protocol):
+    """A partial transcript of the user's turn in progress, for the end-of-turn
+    decision (``plugins.turn_end``). Optional: without one, ``semantic_vad``
+    decides on silence and eagerness alone. Asked on every silent frame of a
+    pause, on the event loop: it must answer at once (keep the words, do not
+    transcribe here)."""
+
+    def words_so_far(self) -> str: ...
 
 
 # -- resumable LLM stages -----------------------------------------------------------

@@ -7,15 +7,19 @@ scores into speech start/stop events on the session's input clock:
   down to the lower ``stop_level`` still count, so a fading word does not flicker;
 - speech starts after ``min_speech`` samples of consecutive voiced frames
   (clicks are ignored), dated at the first of them;
-- it stops after ``silence`` samples without a voiced frame, dated at the end
-  of the last voiced frame.
+- it stops after a window of silence, dated at the end of the last voiced
+  frame. ``plugins.turn_end`` decides the window: fixed for ``server_vad``;
+  for ``semantic_vad`` from the eagerness and, when the VAD has a
+  ``WordsSoFar``, the words so far, asked again on every silent frame (a
+  partial transcript may arrive during the pause).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from plugins.base import VadEvent
+from plugins.base import VadEvent, WordsSoFar
+from plugins.turn_end import TurnEnd
 
 
 @dataclass(slots=True)
@@ -24,7 +28,8 @@ class SpeechSegmenter:
     start_level: float
     stop_level: float
     min_speech: int  # samples
-    silence: int  # samples
+    turn_end: TurnEnd
+    words: WordsSoFar | None = None
     speaking: bool = False
     _onset: int | None = None  # first sample of a run of voiced frames
     _voiced_end: int = 0  # sample just after the last voiced frame
@@ -34,13 +39,18 @@ class SpeechSegmenter:
         self.speaking = False
         self._onset = None
 
+    def silence(self) -> int:
+        """Samples of silence that end the turn in progress, as of now."""
+        words = self.words.words_so_far() if self.words is not None else ""
+        return self.turn_end.window_ms(words) * self.rate // 1000
+
     def frame(self, start: int, end: int, score: float) -> VadEvent | None:
         """Feed the frame ``[start, end)`` of the session clock and its score."""
         if self.speaking:
             if score >= self.stop_level:
                 self._voiced_end = end
                 return None
-            if end - self._voiced_end < self.silence:
+            if end - self._voiced_end < self.silence():
                 return None
             self.speaking = False
             self._onset = None

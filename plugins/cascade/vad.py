@@ -9,6 +9,12 @@ into turn events with the session's ``TurnDetection``:
 * it **stops** after ``silence_duration_ms`` of frames with
   ``p < max(threshold − 0.15, 0.01)`` (hysteresis: a frame in between still
   counts as speech); the event is dated at the end of the last speech frame.
+  Under ``semantic_vad`` the window is ``plugins.turn_end``'s, from the
+  eagerness alone: the listener transcribes a turn once it is committed, so
+  there are no words so far to judge. Transcribing at every pause instead
+  would cost a Whisper pass each time (165 ms for a 2.2 s question on two
+  cores, the README's ``call`` figures): half the ``high`` window, on the
+  cores the reply needs, for every breath.
 
 Times are the session's input clock (samples received since creation, in ms),
 which ``reset`` keeps.
@@ -40,6 +46,7 @@ import numpy.typing as npt
 from duplex.config import TurnDetection
 from plugins.base import VadEvent
 from plugins.segmenter import SpeechSegmenter
+from plugins.turn_end import TurnEnd
 
 Backend = Literal["auto", "ort", "lite"]
 Samples = npt.NDArray[np.float32]
@@ -181,8 +188,7 @@ class SileroVad:
         self.stop_threshold = max(self.threshold - HYSTERESIS, MIN_STOP_THRESHOLD)
         self._segmenter = SpeechSegmenter(
             rate, start_level=self.threshold, stop_level=self.stop_threshold,
-            min_speech=min_speech_ms * rate // 1000,
-            silence=turn_detection.silence_duration_ms * rate // 1000)
+            min_speech=min_speech_ms * rate // 1000, turn_end=TurnEnd.of(turn_detection))
         self.backend = _resolve(backend)
         if scorer is None:
             scorer = (OnnxScorer if self.backend == "ort" else LiteScorer)(rate, self.frame)

@@ -2,7 +2,9 @@
 
 A frame's score is its mean square; ``plugins.segmenter`` turns scores into
 speech start/stop events (a start level from ``threshold``, a stop level
-``HYSTERESIS_DB`` below it). Times are the session's input clock: samples
+``HYSTERESIS_DB`` below it) and ends turns as ``plugins.turn_end`` says, with
+the pitch of the last voiced frame as the words so far
+(``plugins.tone.words``). Times are the session's input clock: samples
 received since creation, which ``reset`` keeps.
 """
 
@@ -12,6 +14,8 @@ from duplex.config import TurnDetection
 from plugins.base import Pcm, VadEvent
 from plugins.segmenter import SpeechSegmenter
 from plugins.tone.levels import Framer, frame_len, frame_powers, mean_square, threshold_dbfs
+from plugins.tone.words import PitchWords, pitches
+from plugins.turn_end import TurnEnd
 
 HYSTERESIS_DB = 6.0
 MIN_SPEECH_MS = 60
@@ -26,11 +30,12 @@ class EnergyVad:
     ) -> None:
         self.rate = rate
         start_db = threshold_dbfs(turn_detection.threshold)
+        self.words = PitchWords()
         self._segmenter = SpeechSegmenter(
             rate, start_level=mean_square(start_db),
             stop_level=mean_square(start_db - HYSTERESIS_DB),
             min_speech=min_speech_ms * rate // 1000,
-            silence=turn_detection.silence_duration_ms * rate // 1000)
+            turn_end=TurnEnd.of(turn_detection), words=self.words)
         self._framer = Framer(frame_len(rate))
         self._clock = 0  # samples received, never reset
         self.reset()
@@ -39,6 +44,7 @@ class EnergyVad:
         """Forget speech in progress and any partial frame; the clock runs on."""
         self._framer.clear()
         self._segmenter.reset()
+        self.words.forget()
 
     @property
     def speaking(self) -> bool:
@@ -49,9 +55,15 @@ class EnergyVad:
         self._clock += pcm.size
         frames = self._framer.push(pcm)
         events: list[VadEvent] = []
-        for i, power in enumerate(frame_powers(frames)):
+        stop_level = self._segmenter.stop_level
+        for i, (power, pitch) in enumerate(zip(frame_powers(frames), pitches(frames, self.rate),
+                                               strict=True)):
+            if power >= stop_level:  # a voiced frame: its pitch is the latest word
+                self.words.heard(float(pitch))
             end = first + (i + 1) * self._framer.length
             event = self._segmenter.frame(end - self._framer.length, end, float(power))
             if event is not None:
                 events.append(event)
+                if not event.started:
+                    self.words.forget()  # the next turn starts with no words
         return events

@@ -100,6 +100,17 @@ def test_stop_waits_for_the_silence_and_is_dated_at_the_last_speech_frame() -> N
     assert not vad.speaking
 
 
+@pytest.mark.parametrize(("eagerness", "window_ms"),
+                         [("high", 350), ("medium", 700), ("auto", 700), ("low", 1200)])
+def test_semantic_vad_waits_the_window_of_its_eagerness(eagerness: str,
+                                                        window_ms: int) -> None:
+    # no words so far (the listener transcribes after the commit): the base window
+    vad, _ = scripted([0.9, 0.9], type="semantic_vad", eagerness=eagerness)
+    silent_frames = -(-window_ms * RATE // 1000 // FRAME)  # frames to cover the window
+    assert vad.process(frames(1 + silent_frames)) == [VadEvent(started=True, audio_ms=0)]
+    assert vad.process(frames(1)) == [VadEvent(started=False, audio_ms=ms(2))]
+
+
 def test_a_frame_in_the_hysteresis_band_restarts_the_silence() -> None:
     probs = [0.9, 0.9] + [0.1] * 5 + [0.35] + [0.1] * 9 + [0.1]
     vad, _ = scripted(probs, silence_duration_ms=320)

@@ -91,7 +91,7 @@ CASES = [
                  "invalid_json", None, None, id="nan_is_not_json"),
     pytest.param('[{"type": "session.update"}]', "invalid_event", None, None,
                  id="not_an_object"),
-    pytest.param(frame(type="session.frobnicate", event_id="evt_unknown"), "unknown_event",
+    pytest.param(frame(type="session.frobnicate", event_id="evt_unknown"), "invalid_value",
                  "type", "evt_unknown", id="unknown_event"),
     pytest.param(frame(event_id="evt_notype", session={}), "missing_required_parameter",
                  "type", "evt_notype", id="missing_type"),
@@ -113,15 +113,15 @@ CASES = [
                  "invalid_audio", None, "evt_odd", id="odd_length_pcm16"),
     pytest.param(frame(type="session.update", event_id="evt_flac", session={
         "type": "realtime", "audio": {"input": {"format": {"type": "audio/flac"}}}}),
-                 "unsupported_audio_format", "session.audio.input.format", "evt_flac",
+                 "invalid_value", "session.audio.input.format.type", "evt_flac",
                  id="flac_input_format"),
     pytest.param(frame(type="session.update", event_id="evt_rate", session={
         "audio": {"output": {"format": {"type": "audio/pcm", "rate": 16000}}}}),
-                 "unsupported_audio_format", "session.audio.output.format", "evt_rate",
+                 "invalid_value", "session.audio.output.format.rate", "evt_rate",
                  id="pcm_at_16khz"),
     pytest.param(frame(type="session.update", event_id="evt_beta_fmt",
                        session={"input_audio_format": "mp3"}),
-                 "unsupported_audio_format", "session.input_audio_format", "evt_beta_fmt",
+                 "invalid_value", "session.input_audio_format", "evt_beta_fmt",
                  id="beta_mp3_format"),
     pytest.param(frame(type="response.cancel", event_id="evt_cancel"),
                  "response_cancel_not_active", None, "evt_cancel", id="cancel_nothing_active"),
@@ -129,10 +129,12 @@ CASES = [
                  "input_audio_buffer_commit_empty", None, "evt_commit", id="commit_empty"),
     pytest.param(frame(type="conversation.item.retrieve", event_id="evt_get",
                        item_id="item_nope"),
-                 "item_not_found", "item_id", "evt_get", id="retrieve_unknown_item"),
+                 "item_retrieve_invalid_item_id", "item_id", "evt_get",
+                 id="retrieve_unknown_item"),
     pytest.param(frame(type="conversation.item.delete", event_id="evt_del",
                        item_id="item_nope"),
-                 "item_not_found", "item_id", "evt_del", id="delete_unknown_item"),
+                 "item_delete_invalid_item_id", "item_id", "evt_del",
+                 id="delete_unknown_item"),
 ]
 
 
@@ -156,7 +158,7 @@ async def test_bad_message_gets_one_error_and_nothing_else_breaks(
 async def test_failed_format_update_changes_nothing(client: RealtimeClient) -> None:
     await client.send("session.update", event_id="evt_flac", session={
         "instructions": "words=3", "audio": {"input": {"format": {"type": "audio/flac"}}}})
-    await expect_error(client, "unsupported_audio_format")
+    await expect_error(client, "invalid_value")
     await client.send("session.update", session={"voice": "other"})
     session = (await client.until("session.updated"))["session"]
     assert session["audio"]["input"]["format"] == {"type": "audio/pcm", "rate": 24000}

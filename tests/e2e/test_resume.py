@@ -311,7 +311,7 @@ async def test_takeover_replaces_the_old_socket_whose_input_is_then_ignored(
 
     await probe(new)
     await new.send("conversation.item.retrieve", event_id="evt_where", item_id="item_ghost")
-    missing = await expect_error(new, "item_not_found")
+    missing = await expect_error(new, "item_retrieve_invalid_item_id")
     assert missing["error"]["event_id"] == "evt_where"
     assert not [e for e in new.events if e.get("item", {}).get("id") == "item_ghost"]
     r = valkey(gateway.data_dir)

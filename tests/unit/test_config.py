@@ -17,6 +17,7 @@ from duplex.config import (
 from duplex.errors import InvalidRequest
 
 DEFAULT = SessionConfig()
+SEMANTIC = TurnDetection(type="semantic_vad")
 
 
 @pytest.mark.parametrize(
@@ -60,6 +61,29 @@ DEFAULT = SessionConfig()
         ({"input_audio_transcription": None}, {"transcription": None}),
         ({"max_response_output_tokens": 4096}, {"max_output_tokens": 4096}),
         ({"max_response_output_tokens": "inf"}, {"max_output_tokens": None}),
+        # semantic_vad, both shapes; eagerness defaults to auto
+        ({"turn_detection": {"type": "semantic_vad"}}, {"turn_detection": SEMANTIC}),
+        ({"audio": {"input": {"turn_detection": {"type": "semantic_vad", "eagerness": "high",
+                                                 "create_response": False}}}},
+         {"turn_detection": replace(SEMANTIC, eagerness="high", create_response=False)}),
+        ({"turn_detection": {"type": "semantic_vad", "eagerness": "low",
+                             "interrupt_response": False}},
+         {"turn_detection": replace(SEMANTIC, eagerness="low", interrupt_response=False)}),
+        # server_vad's tuning does not belong to semantic_vad: ignored, not refused
+        ({"turn_detection": {"type": "semantic_vad", "silence_duration_ms": "x",
+                             "threshold": 9, "model_version": "v2"}},
+         {"turn_detection": SEMANTIC}),
+        # fields OpenAI has and the gateway does not use: accepted, ignored
+        ({"tracing": "auto", "tools": [{"type": "function", "name": "f"}], "tool_choice": "auto",
+          "include": ["item.input_audio_transcription.logprobs"], "truncation": "auto",
+          "prompt": {"id": "pmpt_1"}, "type": "realtime", "reasoning": {"effort": "low"},
+          "audio": {"input": {"noise_reduction": {"type": "near_field"}},
+                    "output": {"speed": 1.2}}}, {}),
+        ({"tracing": {"workflow_name": "w", "group_id": "g"}}, {}),
+        ({"tracing": None, "audio": {"input": {"noise_reduction": None}}}, {}),
+        ({"audio": {"input": {"transcription": {"model": "gpt-4o-mini-transcribe",
+                                                "language": "en", "prompt": "names"}}}},
+         {"transcription": "gpt-4o-mini-transcribe"}),
     ],
 )
 def test_apply_update_changes_only_present_fields(
@@ -86,76 +110,134 @@ def test_turn_detection_from_none_starts_from_defaults() -> None:
     assert on.turn_detection == TurnDetection(threshold=0.3)
 
 
+@pytest.mark.parametrize(
+    ("current", "update", "expected"),
+    [
+        # same type: only the fields present change
+        (replace(SEMANTIC, eagerness="low", create_response=False), {"eagerness": "high"},
+         replace(SEMANTIC, eagerness="high", create_response=False)),
+        # no type named: the current type stays
+        (SEMANTIC, {"interrupt_response": False}, replace(SEMANTIC, interrupt_response=False)),
+        # another type: from that type's defaults
+        (TurnDetection(threshold=0.9, silence_duration_ms=900), {"type": "semantic_vad"},
+         SEMANTIC),
+        (replace(SEMANTIC, eagerness="high", create_response=False), {"type": "server_vad"},
+         TurnDetection()),
+        (None, {"type": "semantic_vad", "eagerness": "medium"},
+         replace(SEMANTIC, eagerness="medium")),
+        (None, {"idle_timeout_ms": 4000}, TurnDetection(idle_timeout_ms=4000)),
+        (TurnDetection(idle_timeout_ms=4000), {"idle_timeout_ms": None}, TurnDetection()),
+    ],
+)
+def test_turn_detection_type_changes(current: TurnDetection | None, update: dict[str, Any],
+                                     expected: TurnDetection) -> None:
+    config = replace(DEFAULT, turn_detection=current)
+    assert apply_update(config, {"turn_detection": update}).turn_detection == expected
+
+
+@pytest.mark.parametrize("beta", [False, True])
+def test_semantic_vad_is_echoed_as_set(beta: bool) -> None:
+    config = apply_update(DEFAULT, {"turn_detection": {"type": "semantic_vad"}})
+    wire = config.wire("sess_1", beta=beta)
+    td = wire["turn_detection"] if beta else wire["audio"]["input"]["turn_detection"]  # type: ignore[index]
+    assert td == {"type": "semantic_vad", "eagerness": "auto", "create_response": True,
+                  "interrupt_response": True}
+
+
 def test_update_does_not_mutate_the_old_config() -> None:
     before = SessionConfig(instructions="x")
     apply_update(before, {"instructions": "y", "voice": "z"})
     assert before == SessionConfig(instructions="x")
 
 
+TD = "session.turn_detection"
+GA_TD = "session.audio.input.turn_detection"
+
+
 @pytest.mark.parametrize(
     ("update", "code", "param"),
     [
-        ({"input_audio_format": "mp3"}, "unsupported_audio_format",
-         "session.input_audio_format"),
-        ({"output_audio_format": {"type": "audio/opus"}}, "unsupported_audio_format",
-         "session.output_audio_format"),
+        ({"input_audio_format": "mp3"}, "invalid_value", "session.input_audio_format"),
+        ({"output_audio_format": {"type": "audio/opus"}}, "invalid_value",
+         "session.output_audio_format.type"),
         ({"audio": {"input": {"format": {"type": "audio/pcm", "rate": 16000}}}},
-         "unsupported_audio_format", "session.audio.input.format"),
+         "invalid_value", "session.audio.input.format.rate"),
         ({"audio": {"input": {"format": {"type": "audio/pcmu", "rate": 16000}}}},
-         "unsupported_audio_format", "session.audio.input.format"),
-        ({"audio": {"output": {"format": {"rate": 24000}}}}, "unsupported_audio_format",
-         "session.audio.output.format"),
-        ({"audio": {"output": {"format": 5}}}, "unsupported_audio_format",
-         "session.audio.output.format"),
-        ({"model": 7}, "invalid_request", "session.model"),
-        ({"voice": ["alloy"]}, "invalid_request", "session.voice"),
-        ({"audio": {"output": {"voice": 1}}}, "invalid_request", "session.audio.output.voice"),
-        ({"audio": {"input": {"transcription": {"model": {}}}}}, "invalid_request",
+         "invalid_value", "session.audio.input.format.rate"),
+        ({"audio": {"output": {"format": {"rate": 24000}}}}, "invalid_value",
+         "session.audio.output.format.type"),
+        ({"audio": {"output": {"format": 5}}}, "invalid_value", "session.audio.output.format"),
+        ({"model": 7}, "invalid_type", "session.model"),
+        ({"voice": ["alloy"]}, "invalid_type", "session.voice"),
+        ({"audio": {"output": {"voice": 1}}}, "invalid_type", "session.audio.output.voice"),
+        ({"audio": {"input": {"transcription": {"model": {}}}}}, "invalid_type",
          "session.audio.input.transcription.model"),
-        ({"turn_detection": {"type": "semantic_vad"}}, "unsupported_turn_detection",
-         "session.turn_detection.type"),
-        ({"audio": {"input": {"turn_detection": {"type": "none"}}}},
-         "unsupported_turn_detection", "session.audio.input.turn_detection.type"),
-        ({"turn_detection": {"threshold": 1.5}}, "invalid_request",
-         "session.turn_detection.threshold"),
-        ({"turn_detection": {"threshold": -0.1}}, "invalid_request",
-         "session.turn_detection.threshold"),
-        ({"turn_detection": {"threshold": "high"}}, "invalid_request",
-         "session.turn_detection.threshold"),
-        ({"turn_detection": {"threshold": True}}, "invalid_request",
-         "session.turn_detection.threshold"),
-        ({"turn_detection": {"threshold": float("nan")}}, "invalid_request",
-         "session.turn_detection.threshold"),
-        ({"audio": {"input": {"turn_detection": {"threshold": 2}}}}, "invalid_request",
-         "session.audio.input.turn_detection.threshold"),
-        ({"turn_detection": {"silence_duration_ms": 20000}}, "invalid_request",
-         "session.turn_detection.silence_duration_ms"),
-        ({"turn_detection": {"create_response": "yes"}}, "invalid_request",
-         "session.turn_detection.create_response"),
-        ({"turn_detection": {"idle_timeout_ms": -1}}, "invalid_request",
-         "session.turn_detection.idle_timeout_ms"),
-        ({"turn_detection": "server_vad"}, "invalid_request", "session.turn_detection"),
-        ({"output_modalities": []}, "invalid_request", "session.output_modalities"),
-        ({"modalities": ["video"]}, "invalid_request", "session.modalities"),
-        ({"instructions": 3}, "invalid_request", "session.instructions"),
-        ({"max_output_tokens": 0}, "invalid_request", "session.max_output_tokens"),
-        ({"max_output_tokens": 5000}, "invalid_request", "session.max_output_tokens"),
-        ({"max_output_tokens": True}, "invalid_request", "session.max_output_tokens"),
-        ({"audio": []}, "invalid_request", "session.audio"),
-        ({"audio": {"input": 1}}, "invalid_request", "session.audio.input"),
+        ({"audio": {"input": {"transcription": {"language": 5}}}}, "invalid_type",
+         "session.audio.input.transcription.language"),
+        ({"audio": {"input": {"transcription": "whisper"}}}, "invalid_type",
+         "session.audio.input.transcription"),
+        # turn detection: the type, then each field of that type
+        ({"turn_detection": {"type": "smart_vad"}}, "invalid_value", f"{TD}.type"),
+        ({"audio": {"input": {"turn_detection": {"type": "none"}}}}, "invalid_value",
+         f"{GA_TD}.type"),
+        ({"turn_detection": {"type": 1}}, "invalid_type", f"{TD}.type"),
+        ({"turn_detection": {"type": "semantic_vad", "eagerness": "eager"}}, "invalid_value",
+         f"{TD}.eagerness"),
+        ({"audio": {"input": {"turn_detection": {"type": "semantic_vad", "eagerness": 2}}}},
+         "invalid_type", f"{GA_TD}.eagerness"),
+        ({"turn_detection": {"type": "semantic_vad", "create_response": "yes"}},
+         "invalid_type", f"{TD}.create_response"),
+        ({"turn_detection": {"type": "semantic_vad", "interrupt_response": 0}},
+         "invalid_type", f"{TD}.interrupt_response"),
+        ({"turn_detection": {"threshold": 1.5}}, "decimal_above_max_value", f"{TD}.threshold"),
+        ({"turn_detection": {"threshold": -0.1}}, "decimal_below_min_value",
+         f"{TD}.threshold"),
+        ({"turn_detection": {"threshold": "high"}}, "invalid_type", f"{TD}.threshold"),
+        ({"turn_detection": {"threshold": True}}, "invalid_type", f"{TD}.threshold"),
+        ({"turn_detection": {"threshold": float("nan")}}, "decimal_above_max_value",
+         f"{TD}.threshold"),
+        ({"audio": {"input": {"turn_detection": {"threshold": 2}}}},
+         "decimal_above_max_value", f"{GA_TD}.threshold"),
+        ({"turn_detection": {"silence_duration_ms": 20000}}, "integer_above_max_value",
+         f"{TD}.silence_duration_ms"),
+        ({"turn_detection": {"silence_duration_ms": 300.5}}, "invalid_type",
+         f"{TD}.silence_duration_ms"),
+        ({"turn_detection": {"prefix_padding_ms": -1}}, "integer_below_min_value",
+         f"{TD}.prefix_padding_ms"),
+        ({"turn_detection": {"create_response": "yes"}}, "invalid_type",
+         f"{TD}.create_response"),
+        ({"turn_detection": {"idle_timeout_ms": -1}}, "integer_below_min_value",
+         f"{TD}.idle_timeout_ms"),
+        ({"turn_detection": {"idle_timeout_ms": "soon"}}, "invalid_type",
+         f"{TD}.idle_timeout_ms"),
+        ({"turn_detection": "server_vad"}, "invalid_type", TD),
+        ({"output_modalities": []}, "empty_array", "session.output_modalities"),
+        ({"output_modalities": "audio"}, "invalid_type", "session.output_modalities"),
+        ({"modalities": ["video"]}, "invalid_value", "session.modalities[0]"),
+        ({"instructions": 3}, "invalid_type", "session.instructions"),
+        ({"max_output_tokens": 0}, "integer_below_min_value", "session.max_output_tokens"),
+        ({"max_output_tokens": 5000}, "integer_above_max_value", "session.max_output_tokens"),
+        ({"max_output_tokens": True}, "invalid_type", "session.max_output_tokens"),
+        ({"max_output_tokens": "lots"}, "invalid_value", "session.max_output_tokens"),
+        ({"max_response_output_tokens": 0}, "integer_below_min_value",
+         "session.max_response_output_tokens"),
+        ({"audio": []}, "invalid_type", "session.audio"),
+        ({"audio": {"input": 1}}, "invalid_type", "session.audio.input"),
     ],
 )
 def test_rejected_fields(update: dict[str, Any], code: str, param: str) -> None:
     with pytest.raises(InvalidRequest) as info:
-        apply_update(DEFAULT, update)
+        apply_update(replace(DEFAULT, instructions="kept"), {"instructions": "new", **update})
     assert info.value.code == code
     assert info.value.param == param
     assert info.value.error_type == "invalid_request_error"
 
 
 def test_one_bad_field_rejects_the_whole_update() -> None:
-    with pytest.raises(InvalidRequest):
+    with pytest.raises(InvalidRequest) as info:
         apply_update(DEFAULT, {"instructions": "new", "input_audio_format": "mp3"})
+    assert info.value.param == "session.input_audio_format"
+    assert "'mp3'" in info.value.message and "'audio/pcm'" in info.value.message
 
 
 @pytest.mark.parametrize("session", [None, [], "x", 1])
@@ -192,16 +274,20 @@ CUSTOM = SessionConfig(
 )
 
 
-@pytest.mark.parametrize("config", [DEFAULT, CUSTOM, SessionConfig(turn_detection=None,
-                                                                   transcription=None)])
+SEMANTIC_CUSTOM = replace(CUSTOM, turn_detection=replace(SEMANTIC, eagerness="low",
+                                                         interrupt_response=False))
+ROUND_TRIPS = [DEFAULT, CUSTOM, SEMANTIC_CUSTOM,
+               SessionConfig(turn_detection=None, transcription=None)]
+
+
+@pytest.mark.parametrize("config", ROUND_TRIPS)
 def test_ga_wire_round_trips(config: SessionConfig) -> None:
     wire = config.wire("sess_1")
     assert wire["type"] == "realtime" and wire["id"] == "sess_1"
     assert apply_update(SessionConfig(), wire) == config
 
 
-@pytest.mark.parametrize("config", [DEFAULT, CUSTOM, SessionConfig(turn_detection=None,
-                                                                   transcription=None)])
+@pytest.mark.parametrize("config", ROUND_TRIPS)
 def test_beta_wire_round_trips(config: SessionConfig) -> None:
     wire = config.wire("sess_1", beta=True)
     modalities = wire["modalities"]

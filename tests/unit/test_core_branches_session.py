@@ -148,7 +148,7 @@ def test_only_the_last_finished_replies_keep_a_ledger() -> None:
     assert oldest in core.items
     with pytest.raises(InvalidRequest) as info:
         core.truncate_item(c.TruncateItem(None, oldest, 0, 100))
-    assert (info.value.code, info.value.param) == ("invalid_value", "item_id")
+    assert (info.value.code, info.value.param) == ("unsupported_content_type", "item_id")
     with pytest.raises(InvalidRequest) as info:
         core.playback_ack(c.PlaybackAck(None, 100.0, None, oldest, False))
     assert info.value.code == "playback_item_not_found"

@@ -391,7 +391,10 @@ def test_cancel_twice_bumps_the_epoch_once() -> None:
 def test_cancel_naming_another_response_is_refused() -> None:
     core = new_core()
     vad_turn(core)
-    err = raises("response_not_active", core.cancel_response, c.CancelResponse(None, "resp_x"))
+    # OpenAI's one code for a cancel with nothing to cancel: clients take it as a race
+    err = raises("response_cancel_not_active", core.cancel_response,
+                 c.CancelResponse(None, "resp_x"))
+    assert err.message.startswith("Cancellation failed")
     assert err.param == "response_id"
     assert core.effects() == [] and core.response is not None and core.fence.epoch == 0
 
@@ -510,8 +513,11 @@ def test_create_items_and_insertion_order() -> None:
         ({"role": "robot", "content": []}, None, "invalid_value", "item.role"),
         ({"role": "user"}, None, "invalid_value", "item.content"),
         ({"role": "user", "content": ["text"]}, None, "invalid_value", "item.content"),
-        ({"role": "user", "content": [], "id": "a"}, None, "invalid_value", "item.id"),
-        ({"role": "user", "content": []}, "missing", "item_not_found", "previous_item_id"),
+        ({"role": "user", "content": [], "id": "a"}, None, "item_create_duplicate_item_id",
+         "item.id"),
+        ({"role": "user", "content": [], "id": 7}, None, "invalid_type", "item.id"),
+        ({"role": "user", "content": []}, "missing", "item_create_invalid_previous_item_id",
+         "previous_item_id"),
     ],
 )
 def test_create_item_errors(item: dict[str, Any], previous: str | None, code: str,
@@ -530,14 +536,16 @@ def test_retrieve_and_delete() -> None:
     core.effects()
     core.retrieve_item(c.RetrieveItem(None, "a"))
     assert events(core.effects()) == [{"type": E.ITEM_RETRIEVED, "item": core.items["a"]}]
-    raises("item_not_found", core.retrieve_item, c.RetrieveItem(None, "zz"))
+    err = raises("item_retrieve_invalid_item_id", core.retrieve_item,
+                 c.RetrieveItem(None, "zz"))
+    assert err.message == "Error retrieving item: the item with id 'zz' does not exist."
     core.delete_item(c.DeleteItem(None, "a"))
     effects = core.effects()
     assert effects == [fx.ForgetItem("a"), fx.Emit({"type": E.ITEM_DELETED, "item_id": "a"})]
     assert core.items == {}
-    err = raises("item_not_found", core.delete_item, c.DeleteItem(None, "a"))
+    err = raises("item_delete_invalid_item_id", core.delete_item, c.DeleteItem(None, "a"))
     assert err.param == "item_id"
-    raises("item_not_found", core.retrieve_item, c.RetrieveItem(None, "a"))
+    raises("item_retrieve_invalid_item_id", core.retrieve_item, c.RetrieveItem(None, "a"))
 
 
 def finished_core() -> tuple[SessionCore, str, str]:
@@ -554,8 +562,8 @@ def finished_core() -> tuple[SessionCore, str, str]:
 @pytest.mark.parametrize(
     ("target", "content_index", "end_ms", "code", "param"),
     [
-        ("user", 0, 100, "invalid_value", "item_id"),
-        ("unknown", 0, 100, "item_not_found", "item_id"),
+        ("user", 0, 100, "unsupported_content_type", "item_id"),
+        ("unknown", 0, 100, "item_truncate_invalid_item_id", "item_id"),
         ("assistant", 1, 100, "invalid_value", "content_index"),
         ("assistant", 0, 601, "invalid_value", "audio_end_ms"),
     ],
@@ -589,7 +597,8 @@ def test_truncate_deleted_item_is_not_found() -> None:
     core, _, item_id = finished_core()
     core.delete_item(c.DeleteItem(None, item_id))
     core.effects()
-    raises("item_not_found", core.truncate_item, c.TruncateItem(None, item_id, 0, 100))
+    raises("item_truncate_invalid_item_id", core.truncate_item,
+           c.TruncateItem(None, item_id, 0, 100))
     assert core.effects() == []
 
 
@@ -644,8 +653,9 @@ def test_update_session_and_heartbeat() -> None:
     assert kinds(core.effects()) == ["SaveConfig", E.SESSION_UPDATED]
     assert one_event(effects, E.SESSION_UPDATED)["session"]["instructions"] == "x"
     assert core.config.turn_detection is None
-    raises("unsupported_audio_format", core.update_session,
-           c.UpdateSession(None, {"input_audio_format": "mp3"}))
+    err = raises("invalid_value", core.update_session,
+                 c.UpdateSession(None, {"input_audio_format": "mp3"}))
+    assert err.param == "session.input_audio_format"
     assert core.effects() == [] and core.config.instructions == "x"
     core.heartbeat()
     assert names(core.effects()) == [E.HEARTBEAT_ACK]

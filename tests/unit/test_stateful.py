@@ -28,7 +28,7 @@ SETTINGS = settings(max_examples=200, stateful_step_count=50, deadline=None, dat
                     suppress_health_check=[HealthCheck.too_slow])
 
 DELTAS = {E.AUDIO_DELTA.value, E.AUDIO_TRANSCRIPT_DELTA.value, E.TEXT_DELTA.value}
-CANCEL_CODES = {"response_cancel_not_active", "response_not_active"}
+CANCEL_CODES = {"response_cancel_not_active"}
 
 
 class SessionCoreMachine(RuleBasedStateMachine):

@@ -21,7 +21,7 @@ from duplex.session import SessionCore, apply_command
 LIMIT = 4 * 1024 * 1024
 CODES = {
     "event_too_large", "invalid_json", "json_too_deep", "invalid_value", "invalid_event",
-    "missing_required_parameter", "unknown_event", "invalid_base64",
+    "missing_required_parameter", "invalid_type", "invalid_base64",
     "integer_above_max_value", "integer_below_min_value", "decimal_above_max_value",
     "decimal_below_min_value",
 }

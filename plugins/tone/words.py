@@ -1,0 +1,51 @@
+"""The tone plugin's words so far: its users "speak" in pitch.
+
+The tone plugin has no recogniser, so its VAD gives the end-of-turn decision
+(``plugins.turn_end``) a deterministic stand-in for a partial transcript: the
+pitch of the last voiced 20 ms frame names the last word, by band:
+
+- below ``LOW_HZ`` (a low, level tone): ``"and"``, a turn that goes on;
+- above ``HIGH_HZ`` (a high tone): ``"that is all."``, a finished one;
+- in between (the 440 Hz of most tests): ``"tone"``, which says nothing either way.
+
+Pitch is measured by zero crossings (a sine at f Hz crosses zero 2f times a
+second), exact enough for bands this wide and cheap enough for every frame.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+LOW_HZ = 250.0
+HIGH_HZ = 1500.0
+UNFINISHED, NEUTRAL, FINISHED = "and", "tone", "that is all."
+
+
+def pitches(frames: npt.NDArray[np.int16], rate: int) -> npt.NDArray[np.float64]:
+    """The zero-crossing pitch of each row of ``frames``, in Hz."""
+    signs = np.signbit(frames)
+    crossings = np.count_nonzero(signs[:, 1:] != signs[:, :-1], axis=1)
+    return np.asarray(crossings * rate / (2.0 * frames.shape[1]), dtype=np.float64)
+
+
+def word_for(pitch_hz: float) -> str:
+    if pitch_hz < LOW_HZ:
+        return UNFINISHED
+    return FINISHED if pitch_hz > HIGH_HZ else NEUTRAL
+
+
+class PitchWords:
+    """``WordsSoFar`` for one session: the word of the last voiced frame."""
+
+    def __init__(self) -> None:
+        self.last = ""
+
+    def heard(self, pitch_hz: float) -> None:
+        self.last = word_for(pitch_hz)
+
+    def forget(self) -> None:
+        self.last = ""
+
+    def words_so_far(self) -> str:
+        return self.last
