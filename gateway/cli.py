@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import socket
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from gateway import log_setup
 from gateway.config import GatewayConfig, add_serve_arguments, from_args
+from gateway.http_limits import header_deadline, raise_open_files_limit
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -88,6 +90,11 @@ def serve(config: GatewayConfig) -> int:
 
     secrets = (config.api_key or "", config.twilio_auth_token or "")
     log_setup.configure(config.log_level, config.log_format, secrets)
+    before, after = raise_open_files_limit()
+    if after < 2 * config.max_connections:
+        logging.getLogger("duplex_gateway").warning(
+            "open files limited to %d (was %d): fewer than --max-connections %d needs",
+            after, before, config.max_connections)
     embedded = None
     if config.redis_url is None:
         embedded = Supervisor(EmbeddedValkey(config.data_dir / "valkey"))
@@ -123,7 +130,10 @@ def serve(config: GatewayConfig) -> int:
             app, log_level=config.log_level, lifespan="on",
             ws_max_size=max(16 * 1024 * 1024, 2 * config.max_message_bytes),
             ws_ping_interval=20.0, ws_ping_timeout=20.0, log_config=None,
-            ssl_certfile=config.ssl_certfile, ssl_keyfile=config.ssl_keyfile))
+            ssl_certfile=config.ssl_certfile, ssl_keyfile=config.ssl_keyfile,
+            http=header_deadline(config.header_timeout_s),
+            limit_concurrency=config.max_connections or None,
+            timeout_graceful_shutdown=max(1, round(config.shutdown_timeout_s))))
         asyncio.run(server.serve(sockets=[sock]))
         return 0
     finally:

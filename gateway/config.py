@@ -56,6 +56,10 @@ class GatewayConfig:
     ssl_certfile: Path | None = None
     ssl_keyfile: Path | None = None
     ssl_ca_file: Path | None = None
+    header_timeout_s: float = 10.0
+    max_connections: int = 4096
+    max_sessions_per_address: int = 0
+    shutdown_timeout_s: float = 10.0
 
     @property
     def tls(self) -> bool:
@@ -134,10 +138,20 @@ _FLAGS: dict[str, tuple[Any, str]] = {
                              "127.0.0.1 and ::1, any port)"),
     "ssl_certfile": (Path, "serve https:// and wss:// with this certificate (PEM; with "
                            "--ssl-keyfile)"),
-    "ssl_keyfile": (Path, "the private key of --ssl-certfile (PEM)"),
+    "ssl_keyfile": (Path, "the certificate's private key (PEM)"),
     "ssl_ca_file": (Path, "CA certificates (PEM) trusted for wss:// relays to the other "
-                          "gateways (unset: the system's, plus --ssl-certfile itself, so "
-                          "gateways sharing one self-signed certificate trust each other)"),
+                          "gateways (unset: the system's, plus this gateway's own "
+                          "certificate, so gateways sharing one self-signed certificate "
+                          "trust each other)"),
+    "header_timeout_s": (float, "a request (a WebSocket upgrade too) must send its headers "
+                                "within this long, or its connection is closed (slowloris)"),
+    "max_connections": (int, "open connections served at once; more get 503 (the process "
+                             "also lifts its open-files limit to the hard one)"),
+    "max_sessions_per_address": (int, "open sessions per client address on this process "
+                                      "(0: no limit; behind a load balancer every client "
+                                      "has its address)"),
+    "shutdown_timeout_s": (float, "on SIGTERM, how long sockets get to close; then they "
+                                  "are cut and their sessions stay resumable elsewhere"),
 }
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")

@@ -17,11 +17,12 @@ import os
 import secrets
 import socket
 import time
+from collections import Counter
 
 from duplex.attach import check_cursor, reaped_terminal
 from duplex.close_codes import CloseCode
 from duplex.conversation import ConversationLimits, ItemBudget
-from duplex.errors import DuplexError, InvalidRequest, SessionStateError
+from duplex.errors import CapacityError, DuplexError, InvalidRequest, SessionStateError
 from duplex.fence import Fence
 from duplex.journal import ReplayVerdict
 from duplex.session import SessionCore
@@ -86,6 +87,7 @@ class Gateway:
         self._tg: asyncio.TaskGroup | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._restoring: dict[str, asyncio.Future[SessionRunner]] = {}
+        self._by_address: Counter[str] = Counter()  # open sessions per client address
         self.store_watch = StoreWatch(self.store, min(config.reaper_interval_s, 1.0))
 
     @property
@@ -252,11 +254,18 @@ class Gateway:
         if self.runners.pop(runner.session_id, None) is not None:
             self.metrics.sessions.dec()
 
-    async def open_session(self, *, beta: bool) -> tuple[SessionRunner, str]:
-        """Admit a new session (raises ``CapacityError``); returns it and its resume token."""
+    async def open_session(self, *, beta: bool,
+                           address: str | None = None) -> tuple[SessionRunner, str]:
+        """Admit a new session (raises ``CapacityError``); returns it and its resume token.
+        ``address``: the client's, for ``--max-sessions-per-address``."""
         sid = "sess_" + secrets.token_urlsafe(18)
         token = secrets.token_urlsafe(32)
         cfg = self.config
+        limit = cfg.max_sessions_per_address
+        if address is not None and limit and self._by_address[address] >= limit:
+            raise CapacityError(f"{limit} sessions are open from this address already, the "
+                                "most this gateway allows one address",
+                                code="resource_exhausted")
         record = await self.store.open_session(
             sid, owner=self.owner, token_digest=token_digest(token), config="{}",
             now=time.time(), max_sessions=cfg.max_sessions,
@@ -265,7 +274,16 @@ class Gateway:
         core = SessionCore(Fence(sid, record.incarnation, 0, 0), beta=beta,
                            budget=ItemBudget(self.conversation_limits))
         self.metrics.sessions_opened.inc()
-        return self._runner(record, core, beta=beta), token
+        runner = self._runner(record, core, beta=beta)
+        if address is not None:
+            self._by_address[address] += 1
+            runner.on_closed.append(lambda _: self._left(address))
+        return runner, token
+
+    def _left(self, address: str) -> None:
+        self._by_address[address] -= 1
+        if self._by_address[address] <= 0:
+            del self._by_address[address]  # bounded by the live sessions (I8)
 
     async def owner_elsewhere(self, sid: str) -> str | None:
         """The address of another live process that owns ``sid``: a resume is served

@@ -9,6 +9,10 @@ with ``--log-format json``, by a log pipeline.
   Python ``warnings``) shows only at DEBUG; their errors always show.
 - Progress bars (tqdm) are off when stderr is not a terminal: in a log file they
   are thousands of carriage returns.
+- A warning or error that repeats (same logger, same message template) shows
+  once, then at most once per ``FLOOD_EVERY_S`` with a count of the ones held
+  back: a peer that can trigger a warning at will cannot fill the disk (one
+  refused accept() per connection attempt was 60 MB of tracebacks a minute).
 - Secrets are masked in every line (``gateway.log_redaction``).
 """
 
@@ -20,7 +24,8 @@ import os
 import re
 import sys
 import time
-from collections.abc import Iterable
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
 
 from gateway.log_redaction import protect
 
@@ -31,6 +36,37 @@ THIRD_PARTY = ("vllm", "torch", "transformers", "huggingface_hub", "faster_whisp
                "ctranslate2", "onnxruntime", "piper", "numba", "filelock", "httpx",
                "httpcore", "urllib3", "py.warnings")
 _SESSION = re.compile(r"\bsess_[A-Za-z0-9_-]{8,}")
+FLOOD_EVERY_S = 10.0
+FLOOD_KINDS = 256  # message templates remembered (bounded, I8)
+
+
+class FloodGate(logging.Filter):
+    """Repeated warnings and errors: the first, then one per ``every_s`` with a count."""
+
+    def __init__(self, every_s: float = FLOOD_EVERY_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.every_s = every_s
+        self.clock = clock
+        self._seen: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        key = (record.name, str(record.msg))
+        now = self.clock()
+        seen = self._seen.get(key)
+        if seen is not None and now - seen[0] < self.every_s:
+            seen[1] += 1
+            return False
+        held = int(seen[1]) if seen is not None else 0
+        self._seen[key] = [now, 0]
+        self._seen.move_to_end(key)
+        while len(self._seen) > FLOOD_KINDS:
+            self._seen.popitem(last=False)
+        if held:
+            record.msg = f"{record.msg} ({held} more like it in the last {self.every_s:.0f} s)"
+        return True
 
 
 class JsonFormatter(logging.Formatter):
@@ -65,6 +101,7 @@ def configure(level: str, fmt: str, secrets: Iterable[str]) -> None:
     numeric = logging.getLevelNamesMapping()[level.upper()]
     logging.basicConfig(level=numeric, handlers=[handler], force=True)
     logging.captureWarnings(True)
+    handler.addFilter(FloodGate())
     if numeric > logging.DEBUG:
         handler.addFilter(not_a_poll)
         for name in THIRD_PARTY:

@@ -130,7 +130,8 @@ async def realtime_endpoint(ws: WebSocket) -> None:
 async def _open(ws: WebSocket, gateway: Gateway,
                 beta: bool) -> tuple[SessionRunner, WsAttachment] | None:
     try:
-        runner, token = await gateway.open_session(beta=beta)
+        runner, token = await gateway.open_session(
+            beta=beta, address=ws.client.host if ws.client else None)
     except CapacityError as exc:
         gateway.metrics.sessions_rejected.labels(exc.code).inc()
         await _refuse(ws, exc, CloseCode.TRY_AGAIN_LATER)

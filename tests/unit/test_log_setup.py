@@ -31,3 +31,35 @@ def test_polls_are_dropped_and_everything_else_kept() -> None:
     assert not_a_poll(record("uvicorn.access", access, "1.2.3.4:5", "POST",
                              "/v1/twilio/voice", "1.1", 200))
     assert not_a_poll(record("gateway", "GET /readyz is how you ask"))  # not an access line
+
+
+def test_a_repeated_warning_shows_once_then_with_a_count() -> None:
+    from gateway.log_setup import FloodGate
+
+    now = [0.0]
+    gate = FloodGate(every_s=10.0, clock=lambda: now[0])
+
+    def warn(msg: str) -> logging.LogRecord:
+        r = record("asyncio", msg)
+        r.levelno = logging.WARNING
+        return r
+
+    assert gate.filter(warn("accept failed"))
+    assert not any(gate.filter(warn("accept failed")) for _ in range(50))
+    assert gate.filter(warn("something else"))  # another kind is not held back
+    now[0] = 11.0
+    later = warn("accept failed")
+    assert gate.filter(later)
+    assert "(50 more like it in the last 10 s)" in later.getMessage()
+    info = record("x", "accept failed")
+    assert all(gate.filter(info) for _ in range(5))  # INFO is not rate-limited
+
+
+def test_the_open_files_limit_is_lifted_to_the_hard_one() -> None:
+    import resource
+
+    from gateway.http_limits import raise_open_files_limit
+
+    _, after = raise_open_files_limit()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert after == soft and (soft == hard or hard == resource.RLIM_INFINITY)
