@@ -104,11 +104,11 @@ VAD = {"audio": {"input": {"turn_detection": {"type": "server_vad",
                                               "silence_duration_ms": 200}}}}
 
 
-async def say(c: RealtimeClient, frames: list[str] = SPEECH) -> None:
-    """Send ``frames`` paced in real time, on an absolute schedule."""
+async def say(c: RealtimeClient) -> None:
+    """Speak one turn, paced in real time on an absolute schedule."""
     loop = asyncio.get_running_loop()
     t0 = loop.time()
-    for i, frame in enumerate(frames):
+    for i, frame in enumerate(SPEECH):
         await asyncio.sleep(max(0.0, t0 + i * FRAME_MS / 1000 - loop.time()))
         await c.ws.send(frame)
 
@@ -169,7 +169,7 @@ class Figures:
     def closed(self, kind: str, code: int, *, ours: bool = False) -> None:
         """A socket of ``kind`` ended with ``code``; ``ours`` when we dropped it."""
         self.closes[f"{kind} {code}{' (ours)' if ours else ''}"] += 1
-        if code == 1011 or (code == ABNORMAL and not ours):
+        if code in CRASH_CODES and not (code == ABNORMAL and ours):
             self.crashes.append(f"{kind} socket closed with {code}")
 
 
