@@ -108,28 +108,33 @@ def venv_install(name: str) -> tuple[Path, float]:
 
 
 class Installs:
-    """Every client environment, installed side by side (mostly network and unpacking,
-    so the wall time is about the slowest one's); each test waits for its own."""
+    """The client environments this run's tests need, installed side by side (mostly
+    network and unpacking: the wall time is about the slowest one's); each test waits
+    for its own. ``wanted`` names them: ``npm`` and those of ``PYTHON_CLIENTS``."""
 
-    def __init__(self) -> None:
+    def __init__(self, wanted: set[str]) -> None:
         self._pool = ThreadPoolExecutor(max_workers=1 + len(PYTHON_CLIENTS))
-        self.npm: Future[float] = self._pool.submit(npm_install)
-        self.venvs: dict[str, Future[tuple[Path, float]]] = {
-            name: self._pool.submit(venv_install, name) for name in PYTHON_CLIENTS}
+        self._futures: dict[str, Future[tuple[Path, float]]] = {}
+        for name in sorted(wanted):
+            self._start(name)
 
-    def node(self) -> float:
-        return _result(self.npm)
+    def _start(self, name: str) -> Future[tuple[Path, float]]:
+        if name not in self._futures:
+            job = (lambda: (NODE_DIR, npm_install())) if name == "npm" else (
+                lambda: venv_install(name))
+            self._futures[name] = self._pool.submit(job)
+        return self._futures[name]
+
+    def node(self) -> Path:
+        return _result(self._start("npm"))[0]
 
     def python(self, name: str) -> Path:
-        return _result(self.venvs[name])[0]
+        return _result(self._start(name))[0]
 
     def seconds(self) -> dict[str, float]:
         """Install time per environment (0 when it was cached), for those done."""
-        done = {name: f.result()[1] for name, f in self.venvs.items()
+        return {name: f.result()[1] for name, f in self._futures.items()
                 if f.done() and f.exception() is None}
-        if self.npm.done() and self.npm.exception() is None:
-            done["npm"] = self.npm.result()
-        return done
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import Drivers, said_turn, turn_of
+from tier import Drivers, said_turn, turn_of
 
 CASES = [pytest.param(k, m, id=f"{k}-{m}") for k in ("ws", "websocket") for m in ("vad", "manual")]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import Drivers, said_turn, turn_of
+from tier import Drivers, said_turn, turn_of
 
 
 @pytest.fixture(scope="module", params=["ga", "beta"])
