@@ -114,6 +114,7 @@ class Row:
     voice: str
     kind: str
     turn: Turn
+    asked: str  # what the server heard the question as
     reply: str  # the server's transcript of its reply
     heard: str  # Whisper's transcript of the reply audio
     end_of_speech_ms: float
@@ -121,22 +122,25 @@ class Row:
     server: dict[str, float] = field(default_factory=dict)
 
 
-async def ask(s: Session, pcm: np.ndarray) -> tuple[float, float, dict[str, Any], np.ndarray]:
+async def ask(s: Session, pcm: np.ndarray) -> tuple[float, float, dict[str, Any], np.ndarray,
+                                                   str]:
     """Speak one turn; (end of speech → first audio, speech_stopped → first audio,
-    response.done, the reply audio)."""
+    response.done, the reply audio, what the server heard)."""
     mark = len(s.events)
     t0 = await s.stream(np.concatenate([pcm, np.zeros(RATE, np.int16)]))
     end_of_speech = t0 + len(pcm) / RATE  # the last speech frame was due then
     t_stop, _ = await s.until("input_audio_buffer.speech_stopped", mark)
     t_audio, _ = await s.until("response.output_audio.delta", mark)
     _, done = await s.until("response.done", mark)
+    _, asked = await s.until("conversation.item.input_audio_transcription.completed", mark)
     rid = done["response"]["id"]
     import base64
 
     audio = [np.frombuffer(base64.b64decode(e["delta"]), "<i2") for _, e in s.events[mark:]
              if e["type"] == "response.output_audio.delta" and e["response_id"] == rid]
     pcm_out = np.concatenate(audio) if audio else np.zeros(0, np.int16)
-    return 1000 * (t_audio - end_of_speech), 1000 * (t_audio - t_stop), done, pcm_out
+    return (1000 * (t_audio - end_of_speech), 1000 * (t_audio - t_stop), done, pcm_out,
+            str(asked.get("transcript", "")))
 
 
 async def instruct(s: Session, text: str) -> None:
@@ -162,10 +166,10 @@ async def quiz(url: str, conversations: list[list[Turn]], voices: Voices,
         for turn in conversation:
             if turn.instructions:
                 await instruct(s, turn.instructions)
-            eos, stopped, done, audio = await ask(s, voices.say(voice, turn.say))
+            eos, stopped, done, audio, asked = await ask(s, voices.say(voice, turn.say))
             heard = ears.transcribe(resample(audio, RATE, 16000)) if len(audio) else ""
             server = {k: float(v) for k, v in (done.get("timings_ms") or {}).items()}
-            rows.append(Row(i, voice, kind(conversation), turn, transcript(done), heard,
+            rows.append(Row(i, voice, kind(conversation), turn, asked, transcript(done), heard,
                             eos, stopped, server))
         await s.ws.close()
         task.cancel()
@@ -289,7 +293,8 @@ def report(result: dict[str, Any], base: list[dict[str, float]] | None,
             f"{k} {sum(right(r.turn, r.heard) for r in v)}/{len(v)}" for k, v in groups.items()))
     for r in scored:
         if not right(r.turn, r.heard):
-            print(f"  MISS [{r.voice}] {r.turn.say!r}: said {r.reply!r}, heard {r.heard!r}")
+            print(f"  MISS [{r.voice}] {r.turn.say!r} (heard as {r.asked!r}): said "
+                  f"{r.reply!r}, heard back {r.heard!r}")
     print("\nlatency (every turn)")
     print(f"  {'end of speech → first audio':<34} {p50_p95([r.end_of_speech_ms for r in rows])}")
     print(f"  {'speech_stopped → first audio':<34} {p50_p95([r.stopped_ms for r in rows])}")
