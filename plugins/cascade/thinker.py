@@ -1,8 +1,12 @@
-"""Stage 1 of the cascade: the thinker, SmolLM2-135M-Instruct on vLLM.
+"""Stage 1 of the cascade: the thinker, a ChatML instruct model (by default
+Qwen2.5-Coder-Instruct on llama.cpp; SmolLM2-135M-Instruct on vLLM; see
+``plugins.cascade.llm``).
 
 ``ThinkerAdapter`` is the ``ResumableAdapter`` (``plugins.base``) that the
-resumable LLM engine (``engines.vllm``) runs: one resumable vLLM request per session epoch holds the
-conversation in ChatML, so each turn prefills only its new words.
+resumable LLM engines (``engines.llamacpp``, ``engines.vllm``) run: one
+resumable request per session epoch holds the conversation in ChatML, so each
+turn prefills only its new words. Both engines leave a generated reply in the
+context without its end-of-turn marker, so the adapter closes it itself.
 
 Payloads (what the session runner and the listener send):
 
@@ -28,9 +32,9 @@ visible=False)``; the one that ends the reply has ``last=True`` (possibly
 empty). Markdown (bold, headings, bullets, backticks) is removed so TTS does
 not read it. The clause texts concatenated are the reply as spoken.
 
-The plugin declares the stage (``ResumableLlmStage``: this adapter, the model
-directory, ``ENGINE_ARGS``, ``SAMPLING``); ``engines.build_engine`` builds its
-engine.
+The plugin declares the stage (``plugins.cascade.llm``: a ``LlamaCppStage``
+with ``LLAMACPP_SAMPLING``, or a ``ResumableLlmStage`` with ``ENGINE_ARGS`` and
+``SAMPLING``); ``engines.build_engine`` builds its engine.
 """
 
 from __future__ import annotations
@@ -45,12 +49,18 @@ from duplex.fence import Fence
 from plugins.base import Context, PromptChunk, StageResult
 from plugins.cascade.payloads import Clause, UserTurn
 
-DEFAULT_INSTRUCTIONS = ("You are a friendly voice assistant. "
-                        "Answer in one or two short sentences.")
+# The user's facts are said to belong to the user: a small model otherwise answers
+# "what is mine?" with the user's own name as its own.
+DEFAULT_INSTRUCTIONS = ("You are a friendly voice assistant talking with a user. "
+                        "Answer in one or two short sentences of plain spoken English. "
+                        "What the user tells you about themselves (their name, their "
+                        "things) is about the user: call them 'you'.")
 NOT_HEARD = "Sorry, I didn't catch that."
 MAX_REPLY_TOKENS = 80
-# Greedy decoding with a mild repetition penalty: a 135M model loops without it.
+# vLLM: greedy decoding with a mild repetition penalty: a 135M model loops without it.
 SAMPLING: dict[str, Any] = {"temperature": 0.0, "repetition_penalty": 1.1}
+# llama.cpp (Qwen2.5 0.5B/1.5B): greedy; they do not loop on short replies.
+LLAMACPP_SAMPLING: dict[str, Any] = {"temperature": 0.0}
 # AsyncEngineArgs for SmolLM2-135M on CPU: bf16, eager (torch.compile costs 40–60 s
 # more start-up for ≈20 % faster decoding), 4096 tokens of conversation per
 # session (the model knows 8192; 22.5 KB of KV cache per token, ≈94 MB for a full
@@ -373,7 +383,9 @@ class ThinkerAdapter:
     def restart(self, state: ThinkerState, chunk: PromptChunk, budget: int,
                 count_tokens: Callable[[str], int]) -> PromptChunk | None:
         """The conversation up to and including ``chunk``, oldest turns dropped
-        until it fits ``budget`` tokens (the system prompt always stays)."""
+        until it fits ``budget`` tokens: first the user and assistant turns of
+        earlier chunks, then later instructions (droppable system turns); the
+        system prompt and ``chunk``'s own turns always stay."""
         tag = chunk.tag
         assert isinstance(tag, _Tag)
         kept = [m for m in state.messages if m.seq <= tag.seq]
@@ -382,7 +394,10 @@ class ThinkerAdapter:
             text = "".join(self.markup.turn(m.role, m.text) for m in kept) + tail
             if count_tokens(text) <= budget:
                 return replace(chunk, text=text, token_ids=None)
-            victim = next((i for i, m in enumerate(kept) if m.droppable), None)
+            victim = next((i for i, m in enumerate(kept)
+                           if m.role != "system" and m.seq < tag.seq), None)
+            if victim is None:
+                victim = next((i for i, m in enumerate(kept) if m.droppable), None)
             if victim is None:
                 return None
             del kept[victim]

@@ -5,7 +5,7 @@ An import that works here only because something else pulled the package in
 every ``import`` in the shipped packages, at any depth, and finds the
 distribution that provides it in this environment; that distribution must be
 in ``[project].dependencies``. The optional code (the cascade plugin and the
-vLLM engine, whose packages are the ``[cpu]``/``[gpu]``/``[tts]`` extras) is
+vLLM and llama.cpp engines, whose packages are the ``[cpu]``/``[gpu]``/``[tts]`` extras) is
 left out; the install tier imports it too, proving those imports are lazy.
 """
 
@@ -20,7 +20,8 @@ import tomllib
 from gateway_process import REPO
 
 PACKAGES = ("duplex", "engines", "orchestrator", "plugins", "gateway", "web_demo")
-OPTIONAL = (REPO / "plugins" / "cascade", REPO / "engines" / "vllm.py")
+OPTIONAL = (REPO / "plugins" / "cascade", REPO / "engines" / "vllm.py",
+            REPO / "engines" / "llamacpp_server.py")
 # modules the code needs without an import statement of its own
 BY_NAME = {
     "python_multipart": "starlette's request.form(), in the Twilio voice webhook",

@@ -1,0 +1,486 @@
+"""``LlamaCppEngine``: a ``StageEngine`` on an in-process llama.cpp server
+(``xllamacpp``), serving ``ResumableAdapter`` requests like ``engines.vllm``.
+
+Each stage request is one conversation: the engine keeps its context as text
+(every chunk it sent, and every generated reply) and sends each new chunk as
+one completion of *context + chunk*. llama.cpp's prompt cache holds the
+context's tokens in the request's slot, so a chunk prefills only its own
+tokens (``Usage.cached_tokens`` says how many were reused; ``prefills`` keeps
+the latest figures for tests and benches).
+
+The adapter contract, as on vLLM:
+
+- chunks of a request run one at a time, in order; a generating chunk's text
+  goes to ``on_text``; a context-only chunk (``generate=False``) is prefilled
+  (its one sampled token dropped), so a turn's words can be cached while later
+  ones are still to come;
+- a generated reply stays in the context as generated, *without* its end of
+  turn marker (as on vLLM, which drops a chunk's last sampled token): the
+  adapter closes an open assistant turn itself;
+- ``emit`` results go out when their chunk's turn comes;
+- a context that would overflow the slot (counted from llama.cpp's usage,
+  plus an estimate of the new chunk; or refused by the server) is restarted
+  through the adapter's ``restart``.
+
+Threads: the llama.cpp server (its own loop thread) is made on the engine's
+*serial* thread, which then runs every adapter call and all per-request
+bookkeeping, one item at a time (so adapter state needs no locks). Each
+completion blocks a worker of a pool of ``parallel`` threads; its per-token
+callback posts the text to the serial thread. Results cross to the caller's
+loop with ``call_soon_threadsafe``. Abort marks the running completion, whose
+next token callback stops it (llama.cpp then frees the slot); outputs of an
+aborted request are dropped on the caller's loop at once.
+
+Backpressure: a request holding ``max_pending_inputs`` unhandled inputs makes
+``submit_update`` raise ``Backpressure`` (engines.base).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from engines.base import Backpressure, StageOutput, UnknownRequest
+from engines.llamacpp_server import (
+    CompletionError,
+    ContextOverflow,
+    Delta,
+    TokenEstimate,
+    Usage,
+    stream_completion,
+)
+from plugins.base import PromptChunk, ResumableAdapter, StageResult
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SAMPLING: Mapping[str, Any] = {"temperature": 0.0}
+MAX_PENDING_INPUTS = 256
+PREFILLS_KEPT = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Prefill:
+    """One completion's cost: how much of its prompt came from the cache."""
+
+    request_id: str
+    generate: bool
+    usage: Usage
+
+
+@dataclass(slots=True, eq=False)
+class _Flight:
+    """The chunk llama.cpp is working on; ``cancelled`` is read by its worker."""
+
+    chunk: PromptChunk
+    prompt: str
+    inputs: int  # the request's inputs this chunk settles
+    restarted: bool = False
+    cancelled: bool = False
+    text: list[str] = field(default_factory=list)
+    finished: bool = False
+
+
+@dataclass(slots=True, eq=False)
+class _Session:
+    """One stage request. ``request_id``/``tag``/``unhandled`` are touched on
+    both sides (``unhandled`` under the engine's lock); the rest on the serial
+    thread only."""
+
+    request_id: str
+    tag: Any
+    unhandled: int = 0
+    state: Any = None
+    opened: bool = False
+    closed: bool = False
+    pending: deque[tuple[PromptChunk, int]] = field(default_factory=deque)
+    flight: _Flight | None = None
+    context: str = ""
+    context_tokens: int = 0
+
+
+class LlamaCppEngine:
+    """A ``StageEngine`` whose requests are conversations on one llama.cpp server.
+
+    ``make_server`` (e.g. ``lambda: start_server(config)``) runs on the
+    engine's serial thread inside ``run()``; ``n_ctx`` is one slot's context.
+    """
+
+    def __init__(self, stage: int, name: str, adapter: ResumableAdapter,
+                 make_server: Callable[[], Any], *, n_ctx: int, parallel: int,
+                 sampling: Mapping[str, Any] | None = None,
+                 max_pending_inputs: int = MAX_PENDING_INPUTS,
+                 shutdown_timeout: float = 60.0) -> None:
+        self.stage = stage
+        self.name = name
+        self._adapter = adapter
+        self._make_server = make_server
+        self._limit = n_ctx
+        self._parallel = parallel
+        self._sampling = dict(DEFAULT_SAMPLING if sampling is None else sampling)
+        self._max_pending = max_pending_inputs
+        self._shutdown_timeout = shutdown_timeout
+        self._requests: dict[str, _Session] = {}
+        self._outputs: asyncio.Queue[StageOutput] = asyncio.Queue()
+        self._caller_loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()  # _Session.unhandled, _stopping
+        self._stopping = False
+        self._serial: queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]] | None] = \
+            queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._server: Any = None  # serial thread only
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._estimate = TokenEstimate()
+        self.prefills: deque[Prefill] = deque(maxlen=PREFILLS_KEPT)
+        self.init_seconds: float | None = None
+        self._ready = asyncio.Event()
+        self._start_error: BaseException | None = None
+
+    # -- StageEngine -----------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Start the server (off this loop), then serve until cancelled; on
+        cancellation stop every completion and shut the server down."""
+        self._bind_caller()
+        try:
+            started: concurrent.futures.Future[None] = concurrent.futures.Future()
+            self._thread = threading.Thread(target=self._serial_main, args=(started,),
+                                            name=f"stage{self.stage}-{self.name}-llamacpp",
+                                            daemon=True)
+            self._thread.start()
+            try:
+                await asyncio.shield(asyncio.wrap_future(started))
+            except Exception as exc:
+                self._start_error = exc
+                self._ready.set()
+                for session in list(self._requests.values()):
+                    self._deliver(session, None, f"engine failed to start: {exc!r}")
+                raise
+            self._ready.set()
+            await asyncio.Event().wait()
+        finally:
+            await self._stop()
+
+    async def wait_ready(self) -> None:
+        """Return once the server is up; raise what stopped it from starting."""
+        await self._ready.wait()
+        if self._start_error is not None:
+            raise RuntimeError(f"{self.name} engine failed to start") from self._start_error
+
+    @property
+    def ready(self) -> bool:
+        return self._ready.is_set() and self._start_error is None
+
+    def readiness(self) -> str:
+        if self._start_error is not None:
+            return f"stage {self.name} failed to start: {self._start_error}"
+        if self._stopping:
+            return f"stage {self.name} stopped"
+        if not self._ready.is_set():
+            return (f"stage {self.name}: loading the model into llama.cpp"
+                    if self._thread is not None else f"stage {self.name}: not started")
+        if self._thread is None or not self._thread.is_alive():
+            return f"stage {self.name}: the llama.cpp thread died"
+        return ""
+
+    def has_request(self, request_id: str) -> bool:
+        return request_id in self._requests
+
+    async def submit_initial(self, request_id: str, tag: Any, payload: Any) -> None:
+        if request_id in self._requests:
+            raise ValueError(f"request {request_id} already exists")
+        self._bind_caller()
+        session = _Session(request_id, tag, unhandled=1)
+        self._requests[request_id] = session
+        self._post(self._open, session, payload)
+
+    async def submit_update(self, request_id: str, payload: Any) -> None:
+        session = self._requests.get(request_id)
+        if session is None:
+            raise UnknownRequest(request_id)
+        with self._lock:
+            if session.unhandled >= self._max_pending:
+                raise Backpressure(f"stage {self.name}: {request_id} holds "
+                                   f"{self._max_pending} inputs")
+            session.unhandled += 1
+        self._post(self._feed, session, payload)
+
+    async def abort(self, request_ids: Sequence[str]) -> None:
+        for request_id in request_ids:
+            session = self._requests.pop(request_id, None)
+            if session is not None:
+                flight = session.flight
+                if flight is not None:
+                    flight.cancelled = True  # its worker stops at the next token
+                self._post(self._close, session)
+
+    async def outputs(self) -> AsyncIterator[StageOutput]:
+        while True:
+            yield await self._outputs.get()
+
+    # -- caller side -----------------------------------------------------------------
+
+    def _bind_caller(self) -> None:
+        if self._caller_loop is None:
+            self._caller_loop = asyncio.get_running_loop()
+
+    def _post(self, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn(*args)`` on the serial thread, in posting order (held until
+        the server is up: the thread makes it before it reads its queue)."""
+        with self._lock:
+            if self._stopping:
+                raise RuntimeError(f"stage {self.name} engine is stopped")
+        self._serial.put((fn, args))
+
+    def _deliver(self, session: _Session, result: StageResult | None, error: str | None) -> None:
+        """Caller loop: queue an output unless its request was aborted meanwhile."""
+        if self._requests.get(session.request_id) is not session:
+            return
+        if error is not None:
+            del self._requests[session.request_id]
+        self._outputs.put_nowait(StageOutput(self.stage, session.request_id, session.tag,
+                                             result, error))
+
+    # -- start and stop ----------------------------------------------------------------
+
+    def _serial_main(self, started: concurrent.futures.Future[None]) -> None:
+        try:
+            t0 = time.monotonic()
+            self._server = self._make_server()
+            self.init_seconds = time.monotonic() - t0
+        except BaseException as exc:
+            started.set_exception(exc)
+            return
+        log.info("stage %s (%s): llama.cpp ready in %.1f s", self.stage, self.name,
+                 self.init_seconds)
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            self._parallel, thread_name_prefix=f"stage{self.stage}-{self.name}-gen")
+        started.set_result(None)
+        while (item := self._serial.get()) is not None:
+            fn, args = item
+            try:
+                fn(*args)
+            except Exception:  # the handlers fail their request themselves
+                log.exception("stage %s (%s): %s failed", self.stage, self.name, fn.__name__)
+        self._shutdown()
+
+    async def _stop(self) -> None:
+        """Caller loop: forget every request, then shut the serial thread down."""
+        sessions = list(self._requests.values())
+        self._requests.clear()
+        with self._lock:
+            self._stopping = True
+        thread = self._thread
+        if thread is None:
+            return
+        for session in sessions:
+            if session.flight is not None:
+                session.flight.cancelled = True
+            self._serial.put((self._close, (session,)))
+        self._serial.put(None)
+        await asyncio.to_thread(thread.join, self._shutdown_timeout)
+        if thread.is_alive():
+            log.warning("stage %s (%s): llama.cpp thread did not stop within %.0f s",
+                        self.stage, self.name, self._shutdown_timeout)
+
+    def _shutdown(self) -> None:
+        """Serial thread: wait for the running completions (each stops at its next
+        token), then free the server (its destructor joins llama.cpp's loop)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+        self._server = None
+
+    # -- serial thread: requests -------------------------------------------------------
+
+    def _emit(self, session: _Session, result: StageResult | None = None,
+              error: str | None = None) -> None:
+        loop = self._caller_loop
+        assert loop is not None
+        try:
+            loop.call_soon_threadsafe(self._deliver, session, result, error)
+        except RuntimeError:  # the caller's loop is closed: nobody to tell
+            pass
+
+    def _fail(self, session: _Session, exc: BaseException | str) -> None:
+        if session.closed:
+            return
+        log.error("stage %s (%s) request %s failed: %s", self.stage, self.name,
+                  session.request_id, exc)
+        self._emit(session, error=repr(exc) if isinstance(exc, BaseException) else exc)
+        self._close(session)
+
+    def _settle(self, session: _Session, inputs: int) -> None:
+        with self._lock:
+            session.unhandled -= inputs
+
+    def _open(self, session: _Session, payload: Any) -> None:
+        if session.closed:
+            return
+        try:
+            session.state = self._adapter.open(session.tag)
+        except Exception as exc:
+            self._fail(session, exc)
+            return
+        session.opened = True
+        self._feed(session, payload)
+
+    def _feed(self, session: _Session, payload: Any) -> None:
+        if session.closed:
+            return
+        try:
+            chunk = self._adapter.plan(session.state, payload)
+        except Exception as exc:
+            self._fail(session, exc)
+            return
+        if chunk is None:
+            self._settle(session, 1)
+            return
+        session.pending.append((chunk, 1))
+        self._pump(session)
+
+    def _pump(self, session: _Session) -> None:
+        """Start the next chunk once the previous one has finished."""
+        while not session.closed and session.flight is None and session.pending:
+            chunk, inputs = session.pending.popleft()
+            for result in chunk.emit:
+                self._emit(session, result)
+            try:
+                self._send(session, chunk, inputs)
+            except Exception as exc:
+                self._fail(session, exc)
+
+    def _send(self, session: _Session, chunk: PromptChunk, inputs: int) -> None:
+        if chunk.token_ids is not None:
+            raise ValueError("the llama.cpp engine takes text chunks, not token ids")
+        if not chunk.text:
+            if chunk.generate:
+                raise ValueError("a generating chunk needs a prompt")
+            self._settle(session, inputs)
+            return
+        max_tokens = max(1, chunk.max_tokens) if chunk.generate else 0
+        restarted = False
+        if session.context_tokens + self._estimate(chunk.text) + max_tokens > self._limit:
+            chunk = self._restart(session, chunk, max_tokens)
+            restarted = True
+        self._start(session, _Flight(chunk, session.context + chunk.text, inputs, restarted))
+
+    def _restart(self, session: _Session, chunk: PromptChunk, max_tokens: int) -> PromptChunk:
+        """The context is full: the adapter's compacted conversation replaces it."""
+        budget = self._limit - max_tokens
+        log.info("stage %s (%s) request %s: context full (%d tokens); restarting it",
+                 self.stage, self.name, session.request_id, session.context_tokens)
+        fresh = self._adapter.restart(session.state, chunk, budget, self._estimate)
+        if fresh is None:
+            raise RuntimeError(f"context full ({session.context_tokens} tokens)")
+        if not fresh.text or self._estimate(fresh.text) > budget:
+            raise RuntimeError(f"restarted prompt of ~{self._estimate(fresh.text)} tokens "
+                               f"does not fit {budget}")
+        session.context, session.context_tokens = "", 0
+        return fresh
+
+    def _start(self, session: _Session, flight: _Flight) -> None:
+        assert self._pool is not None
+        session.flight = flight
+        self._pool.submit(self._complete, session, flight)
+
+    # -- worker threads: one completion each -------------------------------------------
+
+    def _complete(self, session: _Session, flight: _Flight) -> None:
+        max_tokens = max(1, flight.chunk.max_tokens) if flight.chunk.generate else 0
+        sampling = self._sampling if flight.chunk.generate else DEFAULT_SAMPLING
+
+        def on_delta(delta: Delta) -> bool:
+            if flight.cancelled:
+                return True
+            if delta.text or delta.finish:
+                self._serial.put((self._on_delta, (session, flight, delta)))
+            return False
+
+        try:
+            if not flight.cancelled:
+                stream_completion(self._server, flight.prompt, max_tokens, sampling, on_delta)
+        except BaseException as exc:
+            self._serial.put((self._on_failed, (session, flight, exc)))
+            return
+        self._serial.put((self._on_end, (session, flight)))
+
+    # -- serial thread: completion results ----------------------------------------------
+
+    def _current(self, session: _Session, flight: _Flight) -> bool:
+        return not session.closed and session.flight is flight and not flight.cancelled
+
+    def _on_delta(self, session: _Session, flight: _Flight, delta: Delta) -> None:
+        if not self._current(session, flight):
+            return
+        finished = delta.finish is not None
+        flight.text.append(delta.text)
+        chunk = flight.chunk
+        if chunk.generate:
+            try:
+                results = self._adapter.on_text(session.state, chunk, delta.text, finished)
+            except Exception as exc:
+                self._fail(session, exc)
+                return
+            for result in results:
+                self._emit(session, result)
+        if finished:
+            flight.finished = True
+            self._finish(session, flight, delta.usage)
+
+    def _finish(self, session: _Session, flight: _Flight, usage: Usage | None) -> None:
+        generated = "".join(flight.text) if flight.chunk.generate else ""
+        session.context = flight.prompt + generated
+        if usage is not None:
+            self._estimate.learn(flight.prompt, usage.prompt_tokens)
+            self.prefills.append(Prefill(session.request_id, flight.chunk.generate, usage))
+            session.context_tokens = usage.prompt_tokens + (
+                usage.completion_tokens if flight.chunk.generate else 0)
+        else:
+            session.context_tokens = self._estimate(session.context)
+        session.flight = None
+        self._settle(session, flight.inputs)
+        self._pump(session)
+
+    def _on_end(self, session: _Session, flight: _Flight) -> None:
+        if self._current(session, flight) and not flight.finished:
+            self._fail(session, "llama.cpp ended the completion without finishing it")
+
+    def _on_failed(self, session: _Session, flight: _Flight, exc: BaseException) -> None:
+        if not self._current(session, flight):
+            return
+        if isinstance(exc, ContextOverflow) and not flight.restarted:
+            # our estimate was short: the server counted the prompt exactly
+            session.context_tokens = exc.prompt_tokens
+            session.flight = None
+            try:
+                max_tokens = max(1, flight.chunk.max_tokens) if flight.chunk.generate else 0
+                chunk = self._restart(session, flight.chunk, max_tokens)
+            except Exception as err:
+                self._fail(session, err)
+                return
+            self._start(session, _Flight(chunk, chunk.text, flight.inputs, restarted=True))
+            return
+        reason = exc if isinstance(exc, CompletionError) else repr(exc)
+        self._fail(session, str(reason))
+
+    def _close(self, session: _Session) -> None:
+        """Serial thread: end a request — stop its completion, close the adapter."""
+        if session.closed:
+            return
+        session.closed = True
+        session.pending.clear()
+        if session.flight is not None:
+            session.flight.cancelled = True
+            session.flight = None
+        if session.opened:
+            try:
+                self._adapter.close(session.state)
+            except Exception:
+                log.exception("stage %s (%s): adapter close failed", self.stage, self.name)

