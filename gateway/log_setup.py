@@ -9,7 +9,7 @@ with ``--log-format json``, by a log pipeline.
   Python ``warnings``) shows only at DEBUG; their errors always show.
 - Progress bars (tqdm) are off when stderr is not a terminal: in a log file they
   are thousands of carriage returns.
-- A warning or error that repeats (same logger, same message template) shows
+- A warning or error that repeats (same logger, same words whatever the numbers) shows
   once, then at most once per ``FLOOD_EVERY_S`` with a count of the ones held
   back: a peer that can trigger a warning at will cannot fill the disk (one
   refused accept() per connection attempt was 60 MB of tracebacks a minute).
@@ -37,6 +37,7 @@ THIRD_PARTY = ("vllm", "torch", "transformers", "huggingface_hub", "faster_whisp
                "httpcore", "urllib3", "py.warnings")
 _SESSION = re.compile(r"\bsess_[A-Za-z0-9_-]{8,}")
 FLOOD_EVERY_S = 10.0
+_DIGITS = re.compile(r"\d+")
 FLOOD_KINDS = 256  # message templates remembered (bounded, I8)
 
 
@@ -53,7 +54,8 @@ class FloodGate(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno < logging.WARNING:
             return True
-        key = (record.name, str(record.msg))
+        # the same words, whatever the numbers (ports, counts, pids): one kind
+        key = (record.name, _DIGITS.sub("#", record.getMessage()))
         now = self.clock()
         seen = self._seen.get(key)
         if seen is not None and now - seen[0] < self.every_s:

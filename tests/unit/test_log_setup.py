@@ -63,3 +63,18 @@ def test_the_open_files_limit_is_lifted_to_the_hard_one() -> None:
     _, after = raise_open_files_limit()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     assert after == soft and (soft == hard or hard == resource.RLIM_INFINITY)
+
+
+def test_different_warnings_of_one_template_are_different_kinds() -> None:
+    from gateway.log_setup import FloodGate
+
+    gate = FloodGate(every_s=10.0, clock=lambda: 0.0)
+
+    def warn(*args: object) -> logging.LogRecord:
+        r = record("gateway.twilio", "call %s: ignored a message (%s)", *args)
+        r.levelno = logging.WARNING
+        return r
+
+    assert gate.filter(warn("CA1", "not usable JSON"))
+    assert gate.filter(warn("CA1", "track/payload is not a string"))  # other words
+    assert not gate.filter(warn("CA2", "not usable JSON"))  # only a number differs
