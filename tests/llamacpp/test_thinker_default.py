@@ -20,7 +20,8 @@ from dataclasses import dataclass, replace
 
 import pytest
 import pytest_asyncio
-from llamacpp_helpers import Router, reply_text, running
+from engine_router import reply_text
+from llamacpp_helpers import Router, running
 
 from duplex.fence import Fence
 from engines import build_engine

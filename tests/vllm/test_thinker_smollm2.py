@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 import pytest
 import pytest_asyncio
-from vllm_helpers import LagProbe, Router, reply_text, report, rss_mb, running, smollm2_engine
+from engine_router import reply_text
+from vllm_helpers import LagProbe, Router, report, rss_mb, running, smollm2_engine
 
 from duplex.fence import Fence
 from engines.base import UnknownRequest

@@ -9,17 +9,16 @@ import inspect
 import json
 import os
 import time
-from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import engine_router
+
 from engines import build_engine
-from engines.base import StageOutput
 from engines.vllm import VllmEngine
 from plugins.base import ResumableAdapter, ResumableLlmStage
-from plugins.cascade.payloads import Clause
 
 
 def smollm2_engine(adapter: ResumableAdapter, *, max_model_len: int = 2048) -> VllmEngine:
@@ -37,53 +36,8 @@ def smollm2_engine(adapter: ResumableAdapter, *, max_model_len: int = 2048) -> V
 # -- outputs ---------------------------------------------------------------------------
 
 
-class Router:
-    """Reads an engine's single output stream and sorts it by request id."""
-
-    def __init__(self, engine: VllmEngine) -> None:
-        self.engine = engine
-        self.queues: dict[str, asyncio.Queue[StageOutput]] = defaultdict(asyncio.Queue)
-        self.arrivals: dict[str, list[float]] = defaultdict(list)
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._pump())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _pump(self) -> None:
-        async for out in self.engine.outputs():
-            self.arrivals[out.request_id].append(time.perf_counter())
-            self.queues[out.request_id].put_nowait(out)
-
-    async def next(self, request_id: str, timeout: float = 120.0) -> StageOutput:
-        return await asyncio.wait_for(self.queues[request_id].get(), timeout)
-
-    def pending(self, request_id: str) -> int:
-        return self.queues[request_id].qsize()
-
-    async def reply(self, request_id: str, timeout: float = 180.0) -> list[Clause]:
-        """Clauses up to and including the one marked ``last``."""
-        clauses: list[Clause] = []
-        deadline = time.monotonic() + timeout
-        while True:
-            out = await self.next(request_id, max(0.1, deadline - time.monotonic()))
-            assert out.error is None, out.error
-            assert out.result is not None
-            clause = out.result.payload
-            assert isinstance(clause, Clause), clause
-            assert out.result.segment_finished and not out.result.visible
-            clauses.append(clause)
-            if clause.last:
-                return clauses
-
-
-def reply_text(clauses: list[Clause]) -> str:
-    return "".join(c.text for c in clauses)
+class Router(engine_router.Router):
+    forwarded_only = True
 
 
 @contextlib.asynccontextmanager
