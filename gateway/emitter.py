@@ -75,6 +75,9 @@ class Emitter:
         self.attachment: Attachment | None = None
         self.on_send_failed: Callable[[Attachment], None] = lambda attachment: None
         self._uncertain = False  # a failed append may still have landed
+        # an append carries ``now``: it renews the lease as renew.lua would, so a
+        # session that journaled lately needs no renewal of its own
+        self.renewed_at = 0.0
         self._window: deque[tuple[float, int, int]] = deque()  # (time, seq, bytes)
         self._window_bytes = 0
         self._recent: deque[tuple[float, int, str]] = deque()  # (time, seq, text)
@@ -134,6 +137,7 @@ class Emitter:
         await self.store.append_events(
             self.session_id, self.owner, self.incarnation, batch,
             max_len=self.limits.max_events, now=now, epoch=fence.epoch, turn_id=fence.turn_id)
+        self.renewed_at = max(self.renewed_at, now)
 
     def _keep(self, now: float, seq: int, text: str) -> None:
         self._recent.append((now, seq, text))

@@ -74,8 +74,10 @@ class Gateway:
         self.config = config
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self.metrics = Metrics()
+        # the store bounds each call and batch itself: no per-command socket timeout
         self.store = RedisSessionStore(connect(config.redis_url or "unix:///nonexistent",
-                                               timeout_s=config.store_timeout_s),
+                                               timeout_s=config.store_timeout_s,
+                                               socket_timeouts=False),
                                        timeout_s=config.store_timeout_s,
                                        replica_acks=config.replica_acks,
                                        ended_ttl_s=config.ended_session_retention_s)

@@ -1,0 +1,46 @@
+"""Lease renewal folded into journal writes: a session that journaled lately makes
+no renew round trip of its own; an idle one still renews."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from client import b64, silence
+from harness import MemorySocket, connect
+from starlette.applications import Starlette
+
+from gateway.gateway import Gateway
+
+
+async def input_then_sync(s: MemorySocket) -> None:
+    """A command (which may renew), then one the worker answers after it."""
+    s.send({"type": "input_audio_buffer.append", "audio": b64(silence(0.02))})
+    s.send({"type": "input_audio_buffer.clear"})
+    await s.until("input_audio_buffer.cleared")
+
+
+async def test_a_journal_write_renews_the_lease_and_an_idle_session_still_renews(
+        app: tuple[Starlette, Gateway], monkeypatch: pytest.MonkeyPatch) -> None:
+    starlette, gateway = app
+    renewed: list[str] = []
+    real = gateway.store.renew
+
+    async def renew(session_id: str, *args: Any) -> None:
+        renewed.append(session_id)
+        await real(session_id, *args)
+
+    monkeypatch.setattr(gateway.store, "renew", renew)
+    s = await connect(starlette)
+    sid = (await s.until("session.created"))["session"]["id"]
+    runner = gateway.runners[sid]
+    # session.created was journaled (with the time) a moment ago: that was the renewal
+    await input_then_sync(s)
+    assert renewed == []
+    record = await gateway.store.get(sid)
+    assert record is not None and record.last_activity == runner.emitter.renewed_at
+    # nothing journaled for longer than renew_every_s: the next command renews
+    runner.emitter.renewed_at -= 2 * runner.limits.renew_every_s
+    await input_then_sync(s)
+    assert renewed == [sid]
+    assert s.of("error") == []
