@@ -303,6 +303,26 @@ def die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+def store_counters(sock: Path | None) -> dict[str, int] | None:
+    """Valkey's own counters (INFO stats), or None without a socket to ask: reply
+    writes (about one per round trip: a pipeline is one), commands executed (those
+    its scripts ran included), bytes received and sent."""
+    if sock is None:
+        return None
+    import redis
+
+    client = redis.Redis(unix_socket_path=str(sock), socket_timeout=5)
+    try:
+        info = client.info("stats")
+    except redis.RedisError:
+        return None
+    finally:
+        client.close()
+    return {"rt": int(info["total_writes_processed"]),
+            "cmds": int(info["total_commands_processed"]),
+            "bytes": int(info["total_net_input_bytes"]) + int(info["total_net_output_bytes"])}
+
+
 def idle_cpu(pids: tuple[int, int | None], seconds: float = 1.0) -> tuple[float, float]:
     """% of a core the server (and its valkey child) burn with no session open."""
     a0, b0 = cpu_ticks(pids[0]), cpu_ticks(pids[1] or 0)
@@ -421,6 +441,7 @@ class Run:
     errors: dict[str, int] = field(default_factory=dict)
     server_cpu_s: float = 0.0
     store_cpu_s: float | None = None
+    store_io: dict[str, int] | None = None  # Valkey counters over the run (store_counters)
     client_cpu_s: float = 0.0
     machine_cpu_s: float = 0.0  # every process on the machine, busy CPU seconds
     failure: str = ""
@@ -472,7 +493,7 @@ class Run:
 
 
 def run_one(target: str, url: str, server_pids: tuple[int, int | None], n: int, seconds: float,
-            procs: int, uvloop: bool) -> Run:
+            procs: int, uvloop: bool, store_sock: Path | None = None) -> Run:
     run = Run(target, n, min(procs, n), seconds)
     split = [n // run.procs + (1 if i < n % run.procs else 0) for i in range(run.procs)]
     workers: list[subprocess.Popen[str]] = []
@@ -502,6 +523,7 @@ def run_one(target: str, url: str, server_pids: tuple[int, int | None], n: int, 
         srv0, sto0, m0 = cpu_ticks(server_pids[0]), (
             cpu_ticks(server_pids[1]) if server_pids[1] else None), time.monotonic()
         box0 = machine_busy_ticks()
+        io0 = store_counters(store_sock)
         for w in workers:
             assert w.stdout is not None
             line = w.stdout.readline()
@@ -510,6 +532,7 @@ def run_one(target: str, url: str, server_pids: tuple[int, int | None], n: int, 
         srv1, sto1, m1 = cpu_ticks(server_pids[0]), (
             cpu_ticks(server_pids[1]) if server_pids[1] else None), time.monotonic()
         box1 = machine_busy_ticks()
+        io1 = store_counters(store_sock)
         results = []
         for w in workers:
             assert w.stdout is not None
@@ -527,6 +550,8 @@ def run_one(target: str, url: str, server_pids: tuple[int, int | None], n: int, 
                 w.kill()
                 w.wait(5)
     run.wall_s = m1 - m0
+    if io0 is not None and io1 is not None:
+        run.store_io = {k: io1[k] - io0[k] for k in io0}
     run.machine_cpu_s = (box1 - box0) / CLK_TCK
     if server_pids[0] and (srv0 is None or srv1 is None):
         run.failure = "server process gone"
@@ -571,13 +596,22 @@ def fmt(x: float | None, digits: int = 1) -> str:
 HEADER = ("target", "N", "cli", "fr/s in", "msg/s out", "lag p50/p99", "stop p50/p99",
           "commit p50/p99", "c>aud p50/p99", "turn p50/p99", "rtt p50/p99", "grow",
           "srv CPU%",
-          "valkey CPU%", "ms/sess-s", "cli CPU%", "other CPU%", "held")
+          "valkey CPU%", "redis rt/cmd/KiB", "ms/sess-s", "cli CPU%", "other CPU%", "held")
 
 
 def pair(values: list[float], digits: int = 1) -> str:
     if not values:
         return "-"
     return f"{fmt(pct(values, 0.5), digits)}/{fmt(pct(values, 0.99), digits)}"
+
+
+def per_session_minute(r: Run) -> str:
+    """Redis round trips, commands and KiB per session-minute: rt/cmd/KiB."""
+    if r.store_io is None or not r.session_seconds:
+        return "-"
+    k = 60 / r.session_seconds
+    io = r.store_io
+    return f"{io['rt'] * k:.0f}/{io['cmds'] * k:.0f}/{io['bytes'] * k / 1024:.0f}"
 
 
 def row(r: Run) -> tuple[str, ...]:
@@ -589,7 +623,7 @@ def row(r: Run) -> tuple[str, ...]:
             fmt(r.frames / w, 0), fmt(r.msgs_in / w, 0),
             pair(r.lag), pair(r.stop), pair(r.commit), pair(r.first_audio), pair(r.turn),
             pair(r.rtt, 2), fmt(r.growth(), 1),
-            fmt(100 * r.server_cpu_s / w, 0), fmt(store_pct, 0),
+            fmt(100 * r.server_cpu_s / w, 0), fmt(store_pct, 0), per_session_minute(r),
             fmt(cpu_ms, 1), fmt(100 * r.client_cpu_s / w, 0),
             fmt(100 * r.other_cpu_s() / w, 0),
             "yes" if held else f"NO ({why})")
@@ -654,6 +688,9 @@ columns (latencies in ms, as p50/p99 over all frames or turns of the run):
              third of the run minus mean over the first third
   srv CPU%   server python process, % of one core over the streaming window
   valkey CPU% embedded valkey-server child of the gateway, % of one core
+  redis rt/cmd/KiB  per session-minute of streamed audio, from the embedded Valkey's
+             INFO stats: reply writes (~ round trips; a pipeline is one), commands
+             executed (those its scripts ran included), KiB received + sent
   ms/sess-s  server python CPU ms per session-second of streamed audio (valkey not
              included; includes the server's idle cost, shown above the table)
   cli CPU%   the client worker processes, % of one core
@@ -794,7 +831,11 @@ def main(argv: list[str] | None = None) -> int:
         for target, url, pids in plan:
             for n in sizes:
                 t = time.monotonic()
-                r = run_one(target, url, pids, n, args.seconds, args.client_procs, args.uvloop)
+                # where gateway.cli puts its embedded Valkey: EmbeddedValkey(data dir / "valkey")
+                sock = tmp / "gw" / "valkey" / "valkey.sock" if target == "gateway" \
+                    and not args.gateway_url else None
+                r = run_one(target, url, pids, n, args.seconds, args.client_procs, args.uvloop,
+                            sock)
                 runs.append(r)
                 held, why = r.held()
                 print(f"  ran {target} N={n} in {time.monotonic() - t:.1f} s: "

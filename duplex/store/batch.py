@@ -36,6 +36,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from redis import exceptions as rx
+from redis.asyncio.connection import Connection
 from redis.commands.core import AsyncScript
 
 from duplex.errors import StoreUnavailable
@@ -76,6 +77,7 @@ class WriteBatcher:
         self.limits = limits
         self._queue: deque[_Write] = deque()
         self._task: asyncio.Task[None] | None = None
+        self._conn: Connection | None = None  # taken from the client's pool, kept
         self.pipelines = 0  # sent, for tests and the curious
         self.writes = 0
 
@@ -100,6 +102,26 @@ class WriteBatcher:
                 await self._task
         while self._queue:
             _fail(self._queue.popleft(), StoreUnavailable("the store is closed"))
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            await self._r.connection_pool.release(conn)
+
+    async def _exchange(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """Send ``commands`` at once and read every reply, on the batcher's own
+        connection (one batch is out at a time): redis-py's ``Pipeline`` costs about
+        as much again as the commands (its pool round, reset and bookkeeping). A lost
+        connection reconnects and the whole batch is sent again, as redis-py retries
+        a pipeline: every script is safe to run twice."""
+        if self._conn is None:
+            self._conn = await self._r.connection_pool.get_connection()  # type: ignore[no-untyped-call]
+        conn = self._conn
+
+        async def reset(error: Exception) -> None:
+            await conn.disconnect()
+
+        replies: list[Any] = await conn.retry.call_with_retry(
+            lambda: _send_and_read(conn, commands), reset)
+        return replies
 
     async def _drain(self) -> None:
         try:
@@ -175,14 +197,12 @@ class WriteBatcher:
         return replies
 
     async def _pipeline(self, batch: Sequence[_Write]) -> list[Any]:
-        pipe = self._r.pipeline(transaction=False)
-        for w in batch:
-            pipe.evalsha(w.script.sha, len(w.keys), *w.keys, *w.args)
+        commands: list[tuple[Any, ...]] = [
+            ("EVALSHA", w.script.sha, len(w.keys), *w.keys, *w.args) for w in batch]
         durable = self._replica_acks > 0 and any(w.durable for w in batch)
         if durable:
-            pipe.execute_command("WAIT", self._replica_acks, self._wait_ms)
-        # raise_on_error would rewrite a script's "CODE message" into "Command # 1 …"
-        raw = await pipe.execute(raise_on_error=False)
+            commands.append(("WAIT", self._replica_acks, self._wait_ms))
+        raw = await self._exchange(commands)
         replies = [domain_error(w.op, r) if isinstance(r, rx.RedisError)
                    and not isinstance(r, rx.NoScriptError) else r
                    for w, r in zip(batch, raw, strict=False)]
@@ -197,6 +217,21 @@ class WriteBatcher:
                             f"{w.op} reached {acked} of {self._replica_acks} Redis "
                             f"replica(s) within {self._wait_ms} ms, so it does not count")
         return replies
+
+
+async def _send_and_read(conn: Connection, commands: list[tuple[Any, ...]]) -> list[Any]:
+    if not conn.is_connected:
+        # the class's own connect: a Sentinel-managed one asks for the primary first
+        # (send_packed_command would reconnect to the address it last had)
+        await conn.connect()  # type: ignore[no-untyped-call]
+    await conn.send_packed_command(conn.pack_commands(commands))
+    replies: list[Any] = []
+    for _ in commands:
+        try:
+            replies.append(await conn.read_response())
+        except rx.ResponseError as exc:  # this command's error; read on: the rest follow
+            replies.append(exc)
+    return replies
 
 
 def _fail(w: _Write, exc: BaseException) -> None:
