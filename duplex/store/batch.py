@@ -109,19 +109,25 @@ class WriteBatcher:
     async def _exchange(self, commands: list[tuple[Any, ...]]) -> list[Any]:
         """Send ``commands`` at once and read every reply, on the batcher's own
         connection (one batch is out at a time): redis-py's ``Pipeline`` costs about
-        as much again as the commands (its pool round, reset and bookkeeping). A lost
-        connection reconnects and the whole batch is sent again, as redis-py retries
-        a pipeline: every script is safe to run twice."""
+        as much again as the commands (its pool round, reset and bookkeeping). A
+        connection found broken (say the server restarted since) is connected again
+        and the whole batch sent once more, as redis-py retries a pipeline: every
+        script is safe to run twice. The connect has its own bounded retries."""
         if self._conn is None:
             self._conn = await self._r.connection_pool.get_connection()  # type: ignore[no-untyped-call]
         conn = self._conn
-
-        async def reset(error: Exception) -> None:
-            await conn.disconnect()
-
-        replies: list[Any] = await conn.retry.call_with_retry(
-            lambda: _send_and_read(conn, commands), reset)
-        return replies
+        for attempt in range(2):
+            if not conn.is_connected:
+                # the class's own connect: a Sentinel-managed one asks for the primary
+                # (send_packed_command would reconnect to the address it last had)
+                await conn.connect()
+            try:
+                return await _send_and_read(conn, commands)
+            except (rx.ConnectionError, rx.TimeoutError):
+                await conn.disconnect()
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
 
     async def _drain(self) -> None:
         try:
@@ -220,10 +226,6 @@ class WriteBatcher:
 
 
 async def _send_and_read(conn: Connection, commands: list[tuple[Any, ...]]) -> list[Any]:
-    if not conn.is_connected:
-        # the class's own connect: a Sentinel-managed one asks for the primary first
-        # (send_packed_command would reconnect to the address it last had)
-        await conn.connect()  # type: ignore[no-untyped-call]
     await conn.send_packed_command(conn.pack_commands(commands))
     replies: list[Any] = []
     for _ in commands:

@@ -317,18 +317,20 @@ class RedisSessionStore:
         now: float | None = None,
         epoch: int | None = None,
         turn_id: int | None = None,
+        trim_upto: int | None = None,
     ) -> int:
         """Journal a contiguous run of events; already journaled seqs are skipped.
 
         ``now`` also counts as activity (last_activity, lease deadline);
-        ``epoch``/``turn_id`` are stored as monotonic high-water marks.
+        ``epoch``/``turn_id`` are stored as monotonic high-water marks;
+        ``trim_upto`` then drops what ``trim_journal`` would.
         """
         if max_len < 1:
             raise ValueError("max_len must be >= 1")
         sid = keys.checked_id(session_id)
         args: list[str | int] = [
             sid, owner, incarnation, max_len,
-            codec.opt_num(now), codec.opt(epoch), codec.opt(turn_id),
+            codec.opt_num(now), codec.opt(epoch), codec.opt(turn_id), codec.opt(trim_upto),
         ]
         size = 0
         for seq, event in events:
