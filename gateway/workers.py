@@ -1,0 +1,270 @@
+"""``duplex-gateway serve --workers N``: N gateway processes serving one port.
+
+One gateway process runs one event loop, so it uses about one core
+(bench/README.md); ``--workers N`` runs N of them. Each worker is a whole
+gateway with its own owner id: it owns the sessions it opened exactly as a
+separate host would, and a resume that reaches another worker is relayed to the
+owner (``gateway.owner_relay``), or taken over once a dead owner's heartbeat
+lapses.
+
+What they share:
+
+- The port. This parent opens one listening socket per worker, all with
+  ``SO_REUSEPORT`` on the same port (``--port 0`` is resolved once, by the
+  first), and the kernel spreads new connections over them by a hash of the
+  addresses. A worker inherits its socket and the parent keeps a copy, so
+  connections that arrive while a worker restarts wait in that socket's backlog
+  instead of being refused.
+- The store: the embedded Valkey (no ``--redis-url``) is started once, by the
+  parent (``gateway.cli``), and every worker is given its URL.
+
+What each has for itself:
+
+- A relay address. The shared port cannot name one worker, so each also listens
+  on ``--host`` at a port of its own (the parent keeps it per worker slot, so a
+  restarted worker has the same one) and advertises that in Redis as where its
+  sessions' owner is reached. With ``--advertise-url`` its scheme and host are
+  kept and the port is the worker's.
+- ``/metrics``, ``/readyz``, ``/healthz``: each answers for the worker the
+  request reached.
+
+The parent prints the ``listening`` line, and the ``ready`` line once every
+worker is ready. SIGTERM or SIGINT to it sends SIGTERM to each worker, which
+closes its sockets within ``--shutdown-timeout-s`` (their sessions stay
+resumable); a worker still running ``WORKER_KILL_AFTER_S`` later is killed. A
+worker that exits after it was ready is started again after
+``RESTART_DELAY_S``; one that exits before it was ready stops the whole gateway
+with its exit status: a configuration that cannot start would otherwise be
+restarted for ever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from duplex.store.embedded import die_with_parent
+from gateway import log_setup
+from gateway.cli import _listen, _reachable_at, banners, run_server
+from gateway.config import _FLAGS, GatewayConfig
+from gateway.http_limits import raise_open_files_limit
+
+log = logging.getLogger("duplex_gateway")
+
+RESTART_DELAY_S = 1.0  # between a worker's exit and its restart
+WORKER_KILL_AFTER_S = 5.0  # past --shutdown-timeout-s, before SIGKILL
+READY_MARK = "duplex-gateway worker {index} ready:"
+
+
+# -- the parent -----------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Slot:
+    index: int
+    public: socket.socket  # on the shared port
+    private: socket.socket  # this worker's relay address
+    pid: int | None = None
+    ready: bool = False
+
+
+class _Supervision:
+    def __init__(self, config: GatewayConfig, slots: list[_Slot], ready_line: str) -> None:
+        self.config = config
+        self.slots = slots
+        self.ready_line = ready_line
+        self.announced = False
+        self.stopping = asyncio.Event()
+        self.status = 0
+
+    def fail(self, slot: _Slot, status: int) -> None:
+        if not self.stopping.is_set():
+            print(f"duplex-gateway: worker {slot.index} {_described(status)} before it was "
+                  f"ready; stopping the other workers", file=sys.stderr, flush=True)
+            self.status = status if status > 0 else 1
+            self.stopping.set()
+
+    def saw_ready(self, slot: _Slot) -> None:
+        slot.ready = True
+        if not self.announced and all(s.ready for s in self.slots):
+            self.announced = True
+            print(self.ready_line, flush=True)
+
+
+def supervise(config: GatewayConfig) -> int:
+    """Run ``config.workers`` gateway processes on one port until SIGTERM/SIGINT; the
+    exit status. ``config.redis_url`` is set (the caller started the store)."""
+    try:
+        slots = _open_slots(config)
+    except OSError as exc:
+        print(f"duplex-gateway: cannot listen on {config.host}:{config.port}: {exc}",
+              file=sys.stderr)
+        return 1
+    host, port = slots[0].public.getsockname()[:2]
+    listening, ready = banners(config, host, port, f", {config.workers} workers")
+    print(listening, flush=True)
+    relays = [_relay_url(config, s.private) for s in slots]
+    try:
+        return asyncio.run(_supervise(_Supervision(config, slots, ready), relays))
+    finally:
+        for slot in slots:
+            slot.public.close()
+            slot.private.close()
+
+
+def _open_slots(config: GatewayConfig) -> list[_Slot]:
+    slots: list[_Slot] = []
+    port = config.port
+    try:
+        for index in range(config.workers):
+            public = _listen(config.host, port, reuse_port=True)
+            port = public.getsockname()[1]  # --port 0: the first one's, for all
+            slots.append(_Slot(index, public, _listen(config.host, 0)))
+    except OSError:
+        for slot in slots:
+            slot.public.close()
+            slot.private.close()
+        raise
+    return slots
+
+
+def _relay_url(config: GatewayConfig, private: socket.socket) -> str:
+    """Where the other workers and gateways reach this worker's sessions."""
+    host, port = private.getsockname()[:2]
+    if config.advertise_url is None:
+        return _reachable_at(host, port, tls=config.tls)
+    parts = urlsplit(config.advertise_url)
+    name = parts.hostname or host
+    name = f"[{name}]" if ":" in name else name
+    return f"{parts.scheme}://{name}:{port}"
+
+
+async def _supervise(sup: _Supervision, relays: list[str]) -> int:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, sup.stopping.set)
+    await asyncio.gather(*(_keep_running(sup, slot, relay)
+                           for slot, relay in zip(sup.slots, relays, strict=True)))
+    return sup.status
+
+
+async def _keep_running(sup: _Supervision, slot: _Slot, relay: str) -> None:
+    """Run the slot's worker, again whenever it exits, until the gateway stops."""
+    while not sup.stopping.is_set():
+        proc = await _spawn(sup.config, slot, relay)
+        slot.pid, slot.ready = proc.pid, False
+        pump = asyncio.create_task(_pump(sup, slot, proc))
+        stop = asyncio.create_task(sup.stopping.wait())
+        await asyncio.wait([pump, stop], return_when=asyncio.FIRST_COMPLETED)
+        if not pump.done():
+            await _stop(proc, sup.config.shutdown_timeout_s + WORKER_KILL_AFTER_S)
+            await pump
+            return
+        stop.cancel()
+        status = await proc.wait()
+        if sup.stopping.is_set():
+            return
+        if not slot.ready:
+            sup.fail(slot, status)
+            return
+        log.warning("worker %d (pid %d) %s; starting it again in %.3g s", slot.index,
+                    proc.pid, _described(status), RESTART_DELAY_S)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(sup.stopping.wait(), RESTART_DELAY_S)
+
+
+async def _spawn(config: GatewayConfig, slot: _Slot, relay: str) -> asyncio.subprocess.Process:
+    fds = (slot.public.fileno(), slot.private.fileno())
+    spec = {"index": slot.index, "public_fd": fds[0], "private_fd": fds[1], "relay": relay,
+            "config": encode(config)}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "gateway.workers", stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, pass_fds=fds,
+        # its own process group: a terminal's Ctrl-C reaches the parent alone, which
+        # stops each worker once; PDEATHSIG ends a worker whose parent was killed
+        start_new_session=True, preexec_fn=die_with_parent())
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(spec).encode())  # the secrets never show in ps
+    await proc.stdin.drain()
+    proc.stdin.close()
+    return proc
+
+
+async def _pump(sup: _Supervision, slot: _Slot, proc: asyncio.subprocess.Process) -> None:
+    """Pass the worker's output on, and notice its ready line; until it exits."""
+    assert proc.stdout is not None
+    mark = READY_MARK.format(index=slot.index)
+    async for raw in proc.stdout:
+        line = raw.decode(errors="replace").rstrip("\n")
+        print(line, flush=True)
+        if line.startswith(mark):
+            sup.saw_ready(slot)
+    await proc.wait()
+
+
+async def _stop(proc: asyncio.subprocess.Process, timeout_s: float) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGTERM)
+    try:
+        await asyncio.wait_for(proc.wait(), timeout_s)
+    except TimeoutError:
+        log.warning("worker pid %d still running %.3g s after SIGTERM; killing it",
+                    proc.pid, timeout_s)
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+
+
+def _described(status: int) -> str:
+    if status < 0:
+        with contextlib.suppress(ValueError):
+            return f"was killed by {signal.Signals(-status).name}"
+        return f"was killed by signal {-status}"
+    return f"exited with status {status}"
+
+
+# -- the configuration, parent to worker ----------------------------------------------
+
+
+def encode(config: GatewayConfig) -> dict[str, Any]:
+    return {f.name: None if (v := getattr(config, f.name)) is None
+            else str(v) if isinstance(v, Path) else v for f in fields(GatewayConfig)}
+
+
+def decode(values: dict[str, Any]) -> GatewayConfig:
+    typed: dict[str, Any] = {name: None if v is None else _FLAGS[name][0](v)
+                             for name, v in values.items()}
+    return GatewayConfig(**typed)
+
+
+# -- a worker -------------------------------------------------------------------------
+
+
+def worker_main() -> int:
+    """One worker: the gateway on the sockets the parent passed (``python -m
+    gateway.workers``, the spec as JSON on stdin)."""
+    spec = json.loads(sys.stdin.read())
+    config = replace(decode(spec["config"]), advertise_url=spec["relay"], workers=1)
+    log_setup.configure(config.log_level, config.log_format,
+                        (config.api_key or "", config.twilio_auth_token or ""))
+    raise_open_files_limit()
+    # socket(fileno=) reads the family, type and protocol back (IPPROTO_TCP: see _listen)
+    sockets = [socket.socket(fileno=spec["public_fd"]), socket.socket(fileno=spec["private_fd"])]
+    ready = (f"{READY_MARK.format(index=spec['index'])} pid {os.getpid()}, "
+             f"relays at {spec['relay']}")
+    run_server(config, sockets, on_ready=ready)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(worker_main())
