@@ -17,6 +17,9 @@ from gateway.config import GatewayConfig, add_serve_arguments, from_args
 from gateway.http_limits import header_deadline, raise_open_files_limit
 
 if TYPE_CHECKING:
+    import uvicorn
+    from starlette.applications import Starlette
+
     from duplex.store.supervisor import Supervisor
 
 
@@ -57,14 +60,12 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _listen(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
+def _listen(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets it knows are
     # TCP, and Nagle would hold each small event back ~20 ms.
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    if reuse_port:  # --workers: one socket per worker on one port (gateway.workers)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
     sock.listen(512)
     sock.set_inheritable(True)
@@ -154,15 +155,21 @@ def run_server(config: GatewayConfig, sockets: list[socket.socket], *, on_ready:
     app = create_app(config, on_ready=on_ready)
     if embedded is not None:
         app.state.gateway.watch_store_server(embedded)
-    server = uvicorn.Server(uvicorn.Config(
+    server = uvicorn.Server(uvicorn_config(config, app))
+    asyncio.run(server.serve(sockets=sockets))
+
+
+def uvicorn_config(config: GatewayConfig, app: Starlette) -> uvicorn.Config:
+    import uvicorn
+
+    return uvicorn.Config(
         app, log_level=config.log_level, lifespan="on",
         ws_max_size=max(16 * 1024 * 1024, 2 * config.max_message_bytes),
         ws_ping_interval=20.0, ws_ping_timeout=20.0, log_config=None,
         ssl_certfile=config.ssl_certfile, ssl_keyfile=config.ssl_keyfile,
         http=header_deadline(config.header_timeout_s),
         limit_concurrency=config.max_connections or None,
-        timeout_graceful_shutdown=max(1, round(config.shutdown_timeout_s))))
-    asyncio.run(server.serve(sockets=sockets))
+        timeout_graceful_shutdown=max(1, round(config.shutdown_timeout_s)))
 
 
 def main(argv: list[str] | None = None) -> int:

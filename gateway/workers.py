@@ -9,12 +9,14 @@ lapses.
 
 What they share:
 
-- The port. This parent opens one listening socket per worker, all with
-  ``SO_REUSEPORT`` on the same port (``--port 0`` is resolved once, by the
-  first), and the kernel spreads new connections over them by a hash of the
-  addresses. A worker inherits its socket and the parent keeps a copy, so
-  connections that arrive while a worker restarts wait in that socket's backlog
-  instead of being refused.
+- The port. Every worker has its own socket bound with ``SO_REUSEPORT`` to the
+  same port, and the kernel spreads new connections over those that listen, by
+  a hash of the addresses. A worker listens on it only once it is ready (models
+  warm, Redis up), so while one starts or restarts the others get its share
+  instead of refusals (``not_ready``); one that dies takes with it only the
+  connections it had not accepted yet. The parent holds the port with one more
+  bound socket that never listens (``--port 0`` is resolved once, by it), so no
+  other program takes the port while the workers restart.
 - The store: the embedded Valkey (no ``--redis-url``) is started once, by the
   parent (``gateway.cli``), and every worker is given its URL.
 
@@ -53,10 +55,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import uvicorn
+
 from duplex.store.embedded import die_with_parent
 from gateway import log_setup
-from gateway.cli import _listen, _reachable_at, banners, run_server
+from gateway.app import create_app
+from gateway.cli import _listen, _reachable_at, banners, uvicorn_config
 from gateway.config import _FLAGS, GatewayConfig
+from gateway.gateway import Gateway
 from gateway.http_limits import raise_open_files_limit
 
 log = logging.getLogger("duplex_gateway")
@@ -64,6 +70,7 @@ log = logging.getLogger("duplex_gateway")
 RESTART_DELAY_S = 1.0  # between a worker's exit and its restart
 WORKER_KILL_AFTER_S = 5.0  # past --shutdown-timeout-s, before SIGKILL
 READY_MARK = "duplex-gateway worker {index} ready:"
+READY_POLL_S = 0.2  # how often a starting worker asks whether it is ready yet
 
 
 # -- the parent -----------------------------------------------------------------------
@@ -72,15 +79,17 @@ READY_MARK = "duplex-gateway worker {index} ready:"
 @dataclass(slots=True)
 class _Slot:
     index: int
-    public: socket.socket  # on the shared port
-    private: socket.socket  # this worker's relay address
+    private: socket.socket  # this worker's relay address, kept across its restarts
+    relay: str  # and its URL
     pid: int | None = None
     ready: bool = False
 
 
 class _Supervision:
-    def __init__(self, config: GatewayConfig, slots: list[_Slot], ready_line: str) -> None:
+    def __init__(self, config: GatewayConfig, port: int, slots: list[_Slot],
+                 ready_line: str) -> None:
         self.config = config
+        self.port = port  # the shared one
         self.slots = slots
         self.ready_line = ready_line
         self.announced = False
@@ -104,38 +113,44 @@ class _Supervision:
 def supervise(config: GatewayConfig) -> int:
     """Run ``config.workers`` gateway processes on one port until SIGTERM/SIGINT; the
     exit status. ``config.redis_url`` is set (the caller started the store)."""
+    slots: list[_Slot] = []
+    hold: socket.socket | None = None
     try:
-        slots = _open_slots(config)
+        hold = _bound(config.host, config.port)
+        host, port = hold.getsockname()[:2]
+        for index in range(config.workers):
+            private = _listen(config.host, 0)
+            slots.append(_Slot(index, private, _relay_url(config, private)))
     except OSError as exc:
+        for sock in [hold, *(slot.private for slot in slots)]:
+            if sock is not None:
+                sock.close()
         print(f"duplex-gateway: cannot listen on {config.host}:{config.port}: {exc}",
               file=sys.stderr)
         return 1
-    host, port = slots[0].public.getsockname()[:2]
     listening, ready = banners(config, host, port, f", {config.workers} workers")
     print(listening, flush=True)
-    relays = [_relay_url(config, s.private) for s in slots]
     try:
-        return asyncio.run(_supervise(_Supervision(config, slots, ready), relays))
+        return asyncio.run(_supervise(_Supervision(config, port, slots, ready)))
     finally:
+        hold.close()
         for slot in slots:
-            slot.public.close()
             slot.private.close()
 
 
-def _open_slots(config: GatewayConfig) -> list[_Slot]:
-    slots: list[_Slot] = []
-    port = config.port
+def _bound(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` with ``SO_REUSEPORT``, not listening: it
+    gets connections only once it listens."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET,
+                         socket.SOCK_STREAM, socket.IPPROTO_TCP)  # IPPROTO_TCP: see _listen
     try:
-        for index in range(config.workers):
-            public = _listen(config.host, port, reuse_port=True)
-            port = public.getsockname()[1]  # --port 0: the first one's, for all
-            slots.append(_Slot(index, public, _listen(config.host, 0)))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
     except OSError:
-        for slot in slots:
-            slot.public.close()
-            slot.private.close()
+        sock.close()
         raise
-    return slots
+    return sock
 
 
 def _relay_url(config: GatewayConfig, private: socket.socket) -> str:
@@ -149,19 +164,23 @@ def _relay_url(config: GatewayConfig, private: socket.socket) -> str:
     return f"{parts.scheme}://{name}:{port}"
 
 
-async def _supervise(sup: _Supervision, relays: list[str]) -> int:
+async def _supervise(sup: _Supervision) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, sup.stopping.set)
-    await asyncio.gather(*(_keep_running(sup, slot, relay)
-                           for slot, relay in zip(sup.slots, relays, strict=True)))
+    await asyncio.gather(*(_keep_running(sup, slot) for slot in sup.slots))
     return sup.status
 
 
-async def _keep_running(sup: _Supervision, slot: _Slot, relay: str) -> None:
+async def _keep_running(sup: _Supervision, slot: _Slot) -> None:
     """Run the slot's worker, again whenever it exits, until the gateway stops."""
     while not sup.stopping.is_set():
-        proc = await _spawn(sup.config, slot, relay)
+        try:
+            proc = await _spawn(sup, slot)
+        except OSError as exc:  # the port taken meanwhile, or no more processes
+            log.error("cannot start worker %d: %s", slot.index, exc)
+            sup.fail(slot, 1)
+            return
         slot.pid, slot.ready = proc.pid, False
         pump = asyncio.create_task(_pump(sup, slot, proc))
         stop = asyncio.create_task(sup.stopping.wait())
@@ -183,16 +202,22 @@ async def _keep_running(sup: _Supervision, slot: _Slot, relay: str) -> None:
             await asyncio.wait_for(sup.stopping.wait(), RESTART_DELAY_S)
 
 
-async def _spawn(config: GatewayConfig, slot: _Slot, relay: str) -> asyncio.subprocess.Process:
-    fds = (slot.public.fileno(), slot.private.fileno())
-    spec = {"index": slot.index, "public_fd": fds[0], "private_fd": fds[1], "relay": relay,
-            "config": encode(config)}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway.workers", stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE, pass_fds=fds,
-        # its own process group: a terminal's Ctrl-C reaches the parent alone, which
-        # stops each worker once; PDEATHSIG ends a worker whose parent was killed
-        start_new_session=True, preexec_fn=die_with_parent())
+async def _spawn(sup: _Supervision, slot: _Slot) -> asyncio.subprocess.Process:
+    # a fresh socket each time: the worker's alone, so it stops taking connections
+    # when the worker ends
+    public = _bound(sup.config.host, sup.port)
+    fds = (public.fileno(), slot.private.fileno())
+    spec = {"index": slot.index, "public_fd": fds[0], "private_fd": fds[1],
+            "relay": slot.relay, "config": encode(sup.config)}
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "gateway.workers", stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, pass_fds=fds,
+            # its own process group: a terminal's Ctrl-C reaches the parent alone, which
+            # stops each worker once; PDEATHSIG ends a worker whose parent was killed
+            start_new_session=True, preexec_fn=die_with_parent())
+    finally:
+        public.close()
     assert proc.stdin is not None
     proc.stdin.write(json.dumps(spec).encode())  # the secrets never show in ps
     await proc.stdin.drain()
@@ -250,6 +275,45 @@ def decode(values: dict[str, Any]) -> GatewayConfig:
 # -- a worker -------------------------------------------------------------------------
 
 
+class _ListenWhenReady(uvicorn.Server):
+    """A worker's server: the relay address from the start, the shared port once the
+    gateway is ready (until then the kernel gives the port's connections to the
+    workers that listen), and then the worker's ready line."""
+
+    def __init__(self, config: uvicorn.Config, public: socket.socket, gateway: Gateway,
+                 ready_line: str) -> None:
+        super().__init__(config)
+        self.public = public
+        self.gateway = gateway
+        self.ready_line = ready_line
+        self._opener: asyncio.Task[None] | None = None
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if not self.should_exit:
+            self._opener = asyncio.create_task(self._listen_when_ready())
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self._opener is not None:
+            self._opener.cancel()
+        await super().shutdown(sockets)
+
+    async def _listen_when_ready(self) -> None:
+        # readiness (models warm, Redis up) has no event of its own: polled, as the
+        # app's own announcer does
+        while await self.gateway.readiness():  # noqa: ASYNC110
+            await asyncio.sleep(READY_POLL_S)
+        config = self.config
+
+        def protocol() -> asyncio.Protocol:  # as uvicorn's own startup() makes them
+            return config.http_protocol_class(  # type: ignore[call-arg]
+                config=config, server_state=self.server_state, app_state=self.lifespan.state)
+
+        self.servers.append(await asyncio.get_running_loop().create_server(
+            protocol, sock=self.public, ssl=config.ssl, backlog=config.backlog))
+        print(self.ready_line, flush=True)
+
+
 def worker_main() -> int:
     """One worker: the gateway on the sockets the parent passed (``python -m
     gateway.workers``, the spec as JSON on stdin)."""
@@ -259,10 +323,13 @@ def worker_main() -> int:
                         (config.api_key or "", config.twilio_auth_token or ""))
     raise_open_files_limit()
     # socket(fileno=) reads the family, type and protocol back (IPPROTO_TCP: see _listen)
-    sockets = [socket.socket(fileno=spec["public_fd"]), socket.socket(fileno=spec["private_fd"])]
+    public = socket.socket(fileno=spec["public_fd"])
+    private = socket.socket(fileno=spec["private_fd"])
+    app = create_app(config)
     ready = (f"{READY_MARK.format(index=spec['index'])} pid {os.getpid()}, "
              f"relays at {spec['relay']}")
-    run_server(config, sockets, on_ready=ready)
+    server = _ListenWhenReady(uvicorn_config(config, app), public, app.state.gateway, ready)
+    asyncio.run(server.serve(sockets=[private]))
     return 0
 
 
