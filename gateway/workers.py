@@ -46,31 +46,23 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import signal
 import socket
 import sys
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import uvicorn
-
 from duplex.store.embedded import die_with_parent
-from gateway import log_setup
-from gateway.app import create_app
-from gateway.cli import _listen, _reachable_at, banners, uvicorn_config
+from gateway.cli import _listen, _reachable_at, banners
 from gateway.config import _FLAGS, GatewayConfig
-from gateway.gateway import Gateway
-from gateway.http_limits import raise_open_files_limit
 
 log = logging.getLogger("duplex_gateway")
 
 RESTART_DELAY_S = 1.0  # between a worker's exit and its restart
 WORKER_KILL_AFTER_S = 5.0  # past --shutdown-timeout-s, before SIGKILL
 READY_MARK = "duplex-gateway worker {index} ready:"
-READY_POLL_S = 0.2  # how often a starting worker asks whether it is ready yet
 
 
 # -- the parent -----------------------------------------------------------------------
@@ -211,7 +203,7 @@ async def _spawn(sup: _Supervision, slot: _Slot) -> asyncio.subprocess.Process:
             "relay": slot.relay, "config": encode(sup.config)}
     try:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "gateway.workers", stdin=asyncio.subprocess.PIPE,
+            sys.executable, "-m", "gateway.worker", stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, pass_fds=fds,
             # its own process group: a terminal's Ctrl-C reaches the parent alone, which
             # stops each worker once; PDEATHSIG ends a worker whose parent was killed
@@ -270,68 +262,3 @@ def decode(values: dict[str, Any]) -> GatewayConfig:
     typed: dict[str, Any] = {name: None if v is None else _FLAGS[name][0](v)
                              for name, v in values.items()}
     return GatewayConfig(**typed)
-
-
-# -- a worker -------------------------------------------------------------------------
-
-
-class _ListenWhenReady(uvicorn.Server):
-    """A worker's server: the relay address from the start, the shared port once the
-    gateway is ready (until then the kernel gives the port's connections to the
-    workers that listen), and then the worker's ready line."""
-
-    def __init__(self, config: uvicorn.Config, public: socket.socket, gateway: Gateway,
-                 ready_line: str) -> None:
-        super().__init__(config)
-        self.public = public
-        self.gateway = gateway
-        self.ready_line = ready_line
-        self._opener: asyncio.Task[None] | None = None
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
-        if not self.should_exit:
-            self._opener = asyncio.create_task(self._listen_when_ready())
-
-    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        if self._opener is not None:
-            self._opener.cancel()
-        await super().shutdown(sockets)
-
-    async def _listen_when_ready(self) -> None:
-        # readiness (models warm, Redis up) has no event of its own: polled, as the
-        # app's own announcer does
-        while await self.gateway.readiness():  # noqa: ASYNC110
-            await asyncio.sleep(READY_POLL_S)
-        config = self.config
-
-        def protocol() -> asyncio.Protocol:  # as uvicorn's own startup() makes them
-            return config.http_protocol_class(  # type: ignore[call-arg]
-                config=config, server_state=self.server_state, app_state=self.lifespan.state)
-
-        self.servers.append(await asyncio.get_running_loop().create_server(
-            protocol, sock=self.public, ssl=config.ssl, backlog=config.backlog))
-        print(self.ready_line, flush=True)
-
-
-def worker_main() -> int:
-    """One worker: the gateway on the sockets the parent passed (``python -m
-    gateway.workers``, the spec as JSON on stdin)."""
-    spec = json.loads(sys.stdin.read())
-    config = replace(decode(spec["config"]), advertise_url=spec["relay"], workers=1)
-    log_setup.configure(config.log_level, config.log_format,
-                        (config.api_key or "", config.twilio_auth_token or ""))
-    raise_open_files_limit()
-    # socket(fileno=) reads the family, type and protocol back (IPPROTO_TCP: see _listen)
-    public = socket.socket(fileno=spec["public_fd"])
-    private = socket.socket(fileno=spec["private_fd"])
-    app = create_app(config)
-    ready = (f"{READY_MARK.format(index=spec['index'])} pid {os.getpid()}, "
-             f"relays at {spec['relay']}")
-    server = _ListenWhenReady(uvicorn_config(config, app), public, app.state.gateway, ready)
-    asyncio.run(server.serve(sockets=[private]))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(worker_main())
