@@ -5,6 +5,7 @@ against a bare ``websockets`` echo server (the floor), side by side.
                                     [--gateway-url ws://HOST:PORT/v1/realtime]
                                     [--echo-url ws://HOST:PORT/] [--quick]
                                     [--client-procs 1] [--targets gateway,echo]
+                                    [--workers 1]
 
 Each session is one asyncio task streaming 20 ms frames of 24 kHz PCM16 mono as
 ``input_audio_buffer.append`` JSON, paced on an absolute ``loop.time()``
