@@ -79,8 +79,10 @@ def main() -> int:
     public = socket.socket(fileno=spec["public_fd"])
     private = socket.socket(fileno=spec["private_fd"])
     app = create_app(config)
-    ready = (f"{READY_MARK.format(index=spec['index'])} pid {os.getpid()}, "
-             f"relays at {spec['relay']}")
+    me = f"duplex-gateway worker {spec['index']}"
+    print(f"{me} starting: pid {os.getpid()}, relays at {spec['relay']} (its /readyz says "
+          f"what it waits for)", flush=True)
+    ready = f"{READY_MARK.format(index=spec['index'])} pid {os.getpid()}, relays at {spec['relay']}"
     server = _ListenWhenReady(uvicorn_config(config, app), public, app.state.gateway, ready)
     asyncio.run(server.serve(sockets=[private]))
     return 0

@@ -121,7 +121,11 @@ def supervise(config: GatewayConfig) -> int:
               file=sys.stderr)
         return 1
     listening, ready = banners(config, host, port, f", {config.workers} workers")
-    print(listening, flush=True)
+    # the shared port takes connections once a worker is ready; each worker's own
+    # relay address answers (/readyz) from its start
+    print(listening.partition(" (")[0] + f" ({config.workers} workers getting ready; the "
+          "port takes connections once one is, each worker's /readyz at its relay "
+          "address meanwhile)", flush=True)
     try:
         return asyncio.run(_supervise(_Supervision(config, port, slots, ready)))
     finally:
