@@ -26,9 +26,12 @@ class UserTurn:
 class Draft:
     """Stage 0 → 1: the words of the user's turn so far, at a pause. The thinker
     may start on a reply to them; if the turn ends with these words, that reply
-    is the turn's (``plugins.base.PromptChunk.speculative``)."""
+    is the turn's (``plugins.base.PromptChunk.speculative``). ``warm``: words
+    heard while the user still speaks, only to prefill (the turn's start is
+    then in the cache when it ends)."""
 
     text: str
+    warm: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,10 @@ Payloads (what the session runner and the listener send):
   (``PromptChunk.speculative``) at the chunk that ``UserTurn(text,
   respond=True)`` would be, planned on a copy of the state. When the turn
   ends with the same words, the engine's reply to the guess is the turn's.
-  A draft without words withdraws the guess (the user went on speaking).
+  A draft without words withdraws the guess (the user went on speaking). A
+  ``warm`` draft (the user still speaking) is a guess that only prefills the
+  turn's start and samples one token: never the reply, but the real turn
+  then finds its first words in the cache.
 - ``duplex.effects.StartResponse(fence, response_id, instructions)``: open an
   assistant turn and generate for ``fence.turn_id``; ``instructions`` (when
   given) go in as a system turn just before.
@@ -324,9 +327,14 @@ class ThinkerAdapter:
         """The guess: the reply ``UserTurn(draft.text, respond=True)`` would ask
         for, planned on a copy (the state stays as it was); without words, a
         guess at nothing to generate, which withdraws the last one."""
-        if not self.markup.scrub(draft.text).strip():
+        text = self.markup.scrub(draft.text).strip()
+        if not text:
             return PromptChunk(speculative=True)
         copy = replace(state, messages=list(state.messages))
+        if draft.warm:
+            head = self._prologue(copy, self._seq(copy), None)
+            return PromptChunk(head + self.markup.opening("user") + text, generate=True,
+                               max_tokens=1, speculative=True)
         chunk = self._user_turn(copy, UserTurn(state.fence.turn_id, "", draft.text, True))
         return None if chunk is None else replace(chunk, speculative=True)
 

@@ -193,7 +193,7 @@ def test_a_pause_drafts_the_turn_and_the_commit_reuses_the_draft() -> None:
 
 def test_speech_after_the_draft_makes_it_stale() -> None:
     asr = CountingAsr()
-    listener = ListenerModel(asr)
+    listener = ListenerModel(asr, warm_every_ms=0)
     state = listener.open(FENCE)
     results = run(listener, state, [*units(tone(600), drafts=True),
                                     *units(silence(300), drafts=True),
@@ -207,6 +207,19 @@ def test_speech_after_the_draft_makes_it_stale() -> None:
                                  UserTurn(5, "item_5", "words 3", True)]
     # each draft heard all the speech so far
     assert asr.heard[0].size < asr.heard[1].size < asr.heard[2].size
+
+
+def test_long_speech_is_heard_while_it_goes_on_to_warm_the_thinker() -> None:
+    asr = CountingAsr()
+    listener = ListenerModel(asr)
+    state = listener.open(FENCE)
+    results = run(listener, state, [*units(np.concatenate((silence(200), tone(2700))),
+                                           drafts=True),
+                                    *units(silence(300), drafts=True)])
+    # one warm draft a second of speech (the first after 1 s), then the pause's draft
+    assert payloads(results) == [Draft("words 1", warm=True), Draft("words 2", warm=True),
+                                 Draft("words 3")]
+    assert [r.visible for r in results] == [False] * 3
 
 
 def test_no_drafts_without_the_flag_nor_for_a_blip_and_none_after_a_discard() -> None:

@@ -69,3 +69,19 @@ def test_any_draft_leaves_any_conversation_as_it_was(turns: list[tuple[str, bool
     if guess.generate:
         real = a.plan(s, UserTurn(9, "i9", words, True))
         assert real is not None and real.text == guess.text
+
+
+def test_a_warm_draft_prefills_the_start_of_the_turn_only() -> None:
+    a = ThinkerAdapter()
+    s = a.open(FENCE)
+    plan(a, s, UserTurn(1, "i1", "Hello", True))
+    before = copy.deepcopy(s)
+    warm = plan(a, s, Draft("What is the capital", warm=True))
+    assert s == before
+    assert warm.speculative and warm.generate and warm.max_tokens == 1
+    guess = plan(a, s, Draft("What is the capital of France?"))
+    real = plan(a, s, UserTurn(2, "i2", "What is the capital of France?", True))
+    # the warm guess's text starts the real turn's (what it prefilled is reused),
+    # and can never be taken for the reply
+    assert real.text.startswith(warm.text) and real.text == guess.text
+    assert warm.max_tokens != real.max_tokens
