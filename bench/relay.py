@@ -5,6 +5,7 @@ against a bare ``websockets`` echo server (the floor), side by side.
                                     [--gateway-url ws://HOST:PORT/v1/realtime]
                                     [--echo-url ws://HOST:PORT/] [--quick]
                                     [--client-procs 1] [--targets gateway,echo]
+                                    [--workers 1]
 
 Each session is one asyncio task streaming 20 ms frames of 24 kHz PCM16 mono as
 ``input_audio_buffer.append`` JSON, paced on an absolute ``loop.time()``
@@ -52,6 +53,9 @@ from typing import Any
 from websockets.exceptions import ConnectionClosed
 
 from duplex.store.embedded import stop_child
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import proctree
 
 REPO = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -269,6 +273,21 @@ def cpu_ticks(pid: int) -> int | None:
     return int(fields[11]) + int(fields[12])  # utime + stime (fields 14, 15)
 
 
+def server_ticks(pids: tuple[int, int | None]) -> int | None:
+    """CPU ticks of the server's python processes: the gateway and, with
+    ``--workers``, its workers (the embedded Valkey ``pids[1]`` not included)."""
+    if pids[0] <= 0:
+        return None
+    return proctree.ticks(proctree.server_pids(pids[0], pids[1]))
+
+
+def server_rss_kb(pids: tuple[int, int | None], field: str = "VmRSS") -> int | None:
+    """Resident memory of the server's python processes (``VmHWM``: their peaks)."""
+    if pids[0] <= 0:
+        return None
+    return proctree.memory_kb(proctree.server_pids(pids[0], pids[1]), field)
+
+
 def loadavg() -> str:
     with open("/proc/loadavg") as f:
         return " ".join(f.read().split()[:3])
@@ -279,21 +298,6 @@ def machine_busy_ticks() -> int:
     with open("/proc/stat") as f:
         v = [int(x) for x in f.readline().split()[1:]]
     return v[0] + v[1] + v[2] + v[5] + v[6] + (v[7] if len(v) > 7 else 0)
-
-
-def children(pid: int) -> list[int]:
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                data = f.read()
-        except OSError:
-            continue
-        if int(data[data.rindex(")") + 2:].split()[1]) == pid:
-            out.append(int(entry))
-    return out
 
 
 def die_with_parent() -> None:
@@ -325,10 +329,10 @@ def store_counters(sock: Path | None) -> dict[str, int] | None:
 
 def idle_cpu(pids: tuple[int, int | None], seconds: float = 1.0) -> tuple[float, float]:
     """% of a core the server (and its valkey child) burn with no session open."""
-    a0, b0 = cpu_ticks(pids[0]), cpu_ticks(pids[1] or 0)
+    a0, b0 = server_ticks(pids), cpu_ticks(pids[1] or 0)
     m0 = time.monotonic()
     time.sleep(seconds)
-    a1, b1 = cpu_ticks(pids[0]), cpu_ticks(pids[1] or 0)
+    a1, b1 = server_ticks(pids), cpu_ticks(pids[1] or 0)
     dt = time.monotonic() - m0
     nan = float("nan")
     return (100 * (a1 - a0) / CLK_TCK / dt if a0 is not None and a1 is not None else nan,
@@ -445,6 +449,7 @@ class Run:
     client_cpu_s: float = 0.0
     machine_cpu_s: float = 0.0  # every process on the machine, busy CPU seconds
     failure: str = ""
+    rss: tuple[int | None, int | None] = (None, None)  # server KB: idle at start, peak after
 
     def other_cpu_s(self) -> float:
         """Busy CPU on the machine that was neither server, valkey nor client."""
@@ -520,7 +525,7 @@ def run_one(target: str, url: str, server_pids: tuple[int, int | None], n: int, 
             w.stdin.write(f"GO {wall_t0}\n")
             w.stdin.flush()
         time.sleep(max(0.0, wall_t0 - time.time()))
-        srv0, sto0, m0 = cpu_ticks(server_pids[0]), (
+        srv0, sto0, m0 = server_ticks(server_pids), (
             cpu_ticks(server_pids[1]) if server_pids[1] else None), time.monotonic()
         box0 = machine_busy_ticks()
         io0 = store_counters(store_sock)
@@ -529,7 +534,7 @@ def run_one(target: str, url: str, server_pids: tuple[int, int | None], n: int, 
             line = w.stdout.readline()
             if line.strip() != "STREAMED":
                 raise RuntimeError(f"{target} N={n}: a client worker died mid-run")
-        srv1, sto1, m1 = cpu_ticks(server_pids[0]), (
+        srv1, sto1, m1 = server_ticks(server_pids), (
             cpu_ticks(server_pids[1]) if server_pids[1] else None), time.monotonic()
         box1 = machine_busy_ticks()
         io1 = store_counters(store_sock)
@@ -669,6 +674,21 @@ def print_summary(runs: list[Run]) -> None:
               + ", ".join(parts))
 
 
+def print_memory(runs: list[Run]) -> None:
+    """Server memory per session: (peak RSS after the run - RSS idle at the start) / N."""
+    parts: dict[str, list[str]] = {}
+    for r in runs:
+        idle, peak = r.rss
+        if idle is None or peak is None or r.failure:
+            continue
+        parts.setdefault(r.target, []).append(f"N={r.n}: {(peak - idle) / r.n:.0f}")
+    for target, shown in parts.items():
+        idle = next(r.rss[0] for r in runs if r.target == target)
+        print(f"server RSS per session, KB ({target}: peak VmHWM summed over its python "
+              f"processes minus {idle / 1024:.0f} MB idle at the start, / N): "
+              + ", ".join(shown))
+
+
 LEGEND = f"""\
 columns (latencies in ms, as p50/p99 over all frames or turns of the run):
   cli        client worker processes the N sessions were split across
@@ -719,6 +739,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--gateway-pid", type=int, help="pid of the --gateway-url process")
     p.add_argument("--echo-url", help="use this echo server instead of starting one")
     p.add_argument("--targets", default="gateway,echo", help="gateway,echo or one of them")
+    p.add_argument("--workers", type=int, default=1,
+                   help="start the gateway with `serve --workers N` (N processes on one "
+                   "port); CPU and RSS are summed over them")
     p.add_argument("--client-procs", type=int, default=1,
                    help="client worker processes (sessions split between them)")
     p.add_argument("--uvloop", action="store_true",
@@ -796,15 +819,16 @@ def main(argv: list[str] | None = None) -> int:
         if "gateway" in targets:
             if args.gateway_url:
                 pid = args.gateway_pid
-                kids = children(pid) if pid else []
-                plan.append(("gateway", args.gateway_url, (pid or 0, kids[0] if kids else None)))
+                store = proctree.store_child(pid) if pid else None
+                plan.append(("gateway", args.gateway_url, (pid or 0, store)))
             else:
-                gw = start_gateway(tmp / "gw", args.gateway_arg, args.profile,
+                extra = [*(["--workers", str(args.workers)] if args.workers > 1 else []),
+                         *args.gateway_arg]
+                gw = start_gateway(tmp / "gw", extra, args.profile,
                                    args.gateway_tcp_nodelay)
                 servers.append(gw)
-                kids = children(gw.pid)
                 url = f"ws://{gw.match}/v1/realtime"
-                plan.append(("gateway", url, (gw.pid, kids[0] if kids else None)))
+                plan.append(("gateway", url, (gw.pid, proctree.store_child(gw.pid))))
         if "echo" in targets:
             if args.echo_url:
                 plan.append(("echo", args.echo_url, (0, None)))
@@ -822,6 +846,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{SILENCE_FRAMES * FRAME_MS / 1000:g} s silence; {os.cpu_count()} CPUs; "
               f"client: {args.client_procs} worker process(es), "
               f"{'uvloop' if args.uvloop else 'asyncio'} loop", flush=True)
+        idle_kb = {target: server_rss_kb(pids) for target, url, pids in plan}
         for target, url, pids in plan:
             own, store = idle_cpu(pids)
             print(f"  {target}: {url} (pid {pids[0] or '?'}"
@@ -836,6 +861,7 @@ def main(argv: list[str] | None = None) -> int:
                     and not args.gateway_url else None
                 r = run_one(target, url, pids, n, args.seconds, args.client_procs, args.uvloop,
                             sock)
+                r.rss = (idle_kb[target], server_rss_kb(pids, "VmHWM"))
                 runs.append(r)
                 held, why = r.held()
                 print(f"  ran {target} N={n} in {time.monotonic() - t:.1f} s: "
@@ -849,6 +875,7 @@ def main(argv: list[str] | None = None) -> int:
     print_table(runs)
     print()
     print_summary(runs)
+    print_memory(runs)
     print(LEGEND)
     print(f"total bench time {time.monotonic() - started:.0f} s; load average now {loadavg()}")
     if args.json:

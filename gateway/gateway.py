@@ -128,6 +128,10 @@ class Gateway:
             return
         self.plugin = plugin
         names = plugin.capabilities.stage_names
+        for engine in self.engines:
+            guesses = getattr(engine, "guesses", None)  # engines that run guesses count them
+            if guesses is not None:
+                self.metrics.guesses.watch(engine.name, guesses)
         pools = [StagePool([engine]) for engine in self.engines]
 
         def observe(stage: int, seconds: float, request: str) -> None:
