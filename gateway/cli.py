@@ -8,6 +8,7 @@ import logging
 import os
 import socket
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -79,6 +80,21 @@ def _in_use(data_dir: Path, holder: int | None, url: str) -> str:
             f"its own --data-dir, or share that gateway's store with --redis-url {url}")
 
 
+def _loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The event loop ``--loop`` names; None for asyncio's own. uvloop's I/O runs in
+    C (libuv), which cuts the per-message cost of the socket path."""
+    if choice == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        if choice == "uvloop":
+            raise SystemExit("duplex-gateway: --loop uvloop, but uvloop is not installed "
+                             "(pip install uvloop, or --loop asyncio)") from None
+        return None
+    return uvloop.new_event_loop
+
+
 def serve(config: GatewayConfig) -> int:
     import uvicorn
 
@@ -88,6 +104,7 @@ def serve(config: GatewayConfig) -> int:
     from duplex.store.supervisor import Supervisor
     from gateway.app import create_app
 
+    loop_factory = _loop_factory(config.loop)
     secrets = (config.api_key or "", config.twilio_auth_token or "")
     log_setup.configure(config.log_level, config.log_format, secrets)
     before, after = raise_open_files_limit()
@@ -134,7 +151,8 @@ def serve(config: GatewayConfig) -> int:
             http=header_deadline(config.header_timeout_s),
             limit_concurrency=config.max_connections or None,
             timeout_graceful_shutdown=max(1, round(config.shutdown_timeout_s))))
-        asyncio.run(server.serve(sockets=[sock]))
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            runner.run(server.serve(sockets=[sock]))
         return 0
     finally:
         if embedded is not None:
