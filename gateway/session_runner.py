@@ -11,7 +11,6 @@ old epoch it still holds, so none of it reaches the client after the
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
 import logging
@@ -19,6 +18,8 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
+
+import pybase64
 
 from duplex import attach as at
 from duplex import commands as c
@@ -280,7 +281,7 @@ class SessionRunner:
                 pcm = self.audio.encode(delta.pcm)
                 ms = 1000.0 * len(delta.pcm) / self.plugin.capabilities.output_rate
                 first = self.core.response is not None and not self.core.response.ledger.marks
-                if self.core.assistant_audio(fence, base64.b64encode(pcm).decode(), ms,
+                if self.core.assistant_audio(fence, pybase64.b64encode_as_string(pcm), ms,
                                              delta.text) and first:
                     seconds = self.clock.first_audio()
                     if seconds is not None:
