@@ -160,6 +160,8 @@ def _plain(value: object) -> bool:
         depth += 1
         below: list[object] = []
         for item in level:
+            if isinstance(item, str):
+                continue  # most values (an append is all strings): one check, not three
             if isinstance(item, dict | list):
                 if depth > MAX_DEPTH:
                     return False

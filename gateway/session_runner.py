@@ -219,6 +219,11 @@ class SessionRunner:
         await self.emitter.publish([event(ServerEvent.ERROR, error=exc.to_wire())])
 
     async def _handle(self, item: Any) -> None:
+        if isinstance(item, c.AppendAudio):  # 50 a second a session: straight there
+            await self._renew(force=False)
+            await self._append(item.audio)
+            await self._run_effects()
+            return
         if isinstance(item, c.Command):
             await self._renew(force=isinstance(item, c.Heartbeat))
         match item:
@@ -239,8 +244,6 @@ class SessionRunner:
                 except StoreUnavailable as exc:  # the spent token stays usable a while
                     log.info("session %s: token not confirmed: %s", self.session_id, exc)
                 return
-            case c.AppendAudio():
-                await self._append(item.audio)
             case c.UpdateSession():
                 apply_command(self.core, item)
                 self._reconfigure()
