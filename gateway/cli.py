@@ -107,6 +107,8 @@ def serve(config: GatewayConfig) -> int:
     loop_factory = _loop_factory(config.loop)
     secrets = (config.api_key or "", config.twilio_auth_token or "")
     log_setup.configure(config.log_level, config.log_format, secrets)
+    logging.getLogger("duplex_gateway").debug(
+        "event loop: %s", "asyncio" if loop_factory is None else "uvloop")
     before, after = raise_open_files_limit()
     if after < 2 * config.max_connections:
         logging.getLogger("duplex_gateway").warning(
