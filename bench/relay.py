@@ -5,9 +5,11 @@ against a bare ``websockets`` echo server (the floor), side by side.
                                     [--gateway-url ws://HOST:PORT/v1/realtime]
                                     [--echo-url ws://HOST:PORT/] [--quick]
                                     [--client-procs 1] [--targets gateway,echo]
+                                    [--binary] [--echo-arg=--stack=uvicorn]
 
 Each session is one asyncio task streaming 20 ms frames of 24 kHz PCM16 mono as
-``input_audio_buffer.append`` JSON, paced on an absolute ``loop.time()``
+``input_audio_buffer.append`` JSON (``--binary``: binary PCM16 messages to the
+gateway), paced on an absolute ``loop.time()``
 schedule (frame i is due at t0 + i * 20 ms; no drift), in a loop of ~1.5 s of a
 440 Hz tone then ~1.5 s of silence, so the gateway's server VAD commits a turn
 every 3 s and the tone plugin answers with audio while the next tone streams

@@ -23,12 +23,13 @@ input; a property test checks this.
 
 Two parsers, one answer. orjson (C) parses every frame first: what it takes
 is RFC 8259 JSON whose strings are Unicode text (it refuses lone surrogates,
-``NaN`` and numbers that overflow a double), so only the integer range is left
-to look at. Whatever it refuses, and any number it read that is not plainly in
-range (it turns integers past 64 bits into floats, so a float beyond ±``MAX_INT``
-may have been one), goes again through the stdlib parser with the hooks above,
-which knows each literal and so names each error exactly. A property test holds
-the two to the same answer for any text.
+``NaN`` and numbers that overflow a double), so only the nesting and the
+integer range are left to look at, on the value. Whatever it refuses, a value
+nested too deep, and any number it read that is not plainly in range (it turns
+integers past 64 bits into floats, so a float beyond ±``MAX_INT`` may have been
+one) goes again through the stdlib parser with the hooks above, which knows
+each literal and so names each error exactly. A property test holds the two to
+the same answer for any text.
 """
 
 from __future__ import annotations
