@@ -5,7 +5,7 @@ against a bare ``websockets`` echo server (the floor), side by side.
                                     [--gateway-url ws://HOST:PORT/v1/realtime]
                                     [--echo-url ws://HOST:PORT/] [--quick]
                                     [--client-procs 1] [--targets gateway,echo]
-                                    [--binary] [--echo-arg=--stack=uvicorn]
+                                    [--workers 1] [--binary] [--echo-arg=--stack=uvicorn]
 
 Each session is one asyncio task streaming 20 ms frames of 24 kHz PCM16 mono as
 ``input_audio_buffer.append`` JSON (``--binary``: binary PCM16 messages to the
@@ -54,6 +54,9 @@ from typing import Any
 from websockets.exceptions import ConnectionClosed
 
 from duplex.store.embedded import stop_child
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import proctree
 
 REPO = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -274,6 +277,21 @@ def cpu_ticks(pid: int) -> int | None:
     return int(fields[11]) + int(fields[12])  # utime + stime (fields 14, 15)
 
 
+def server_ticks(pids: tuple[int, int | None]) -> int | None:
+    """CPU ticks of the server's python processes: the gateway and, with
+    ``--workers``, its workers (the embedded Valkey ``pids[1]`` not included)."""
+    if pids[0] <= 0:
+        return None
+    return proctree.ticks(proctree.server_pids(pids[0], pids[1]))
+
+
+def server_rss_kb(pids: tuple[int, int | None], field: str = "VmRSS") -> int | None:
+    """Resident memory of the server's python processes (``VmHWM``: their peaks)."""
+    if pids[0] <= 0:
+        return None
+    return proctree.memory_kb(proctree.server_pids(pids[0], pids[1]), field)
+
+
 def loadavg() -> str:
     with open("/proc/loadavg") as f:
         return " ".join(f.read().split()[:3])
@@ -286,21 +304,6 @@ def machine_busy_ticks() -> int:
     return v[0] + v[1] + v[2] + v[5] + v[6] + (v[7] if len(v) > 7 else 0)
 
 
-def children(pid: int) -> list[int]:
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                data = f.read()
-        except OSError:
-            continue
-        if int(data[data.rindex(")") + 2:].split()[1]) == pid:
-            out.append(int(entry))
-    return out
-
-
 def die_with_parent() -> None:
     """preexec_fn: the child gets SIGTERM if this bench dies (Linux), so nothing leaks."""
     with contextlib.suppress(Exception):
@@ -308,12 +311,32 @@ def die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+def store_counters(sock: Path | None) -> dict[str, int] | None:
+    """Valkey's own counters (INFO stats), or None without a socket to ask: reply
+    writes (about one per round trip: a pipeline is one), commands executed (those
+    its scripts ran included), bytes received and sent."""
+    if sock is None:
+        return None
+    import redis
+
+    client = redis.Redis(unix_socket_path=str(sock), socket_timeout=5)
+    try:
+        info = client.info("stats")
+    except redis.RedisError:
+        return None
+    finally:
+        client.close()
+    return {"rt": int(info["total_writes_processed"]),
+            "cmds": int(info["total_commands_processed"]),
+            "bytes": int(info["total_net_input_bytes"]) + int(info["total_net_output_bytes"])}
+
+
 def idle_cpu(pids: tuple[int, int | None], seconds: float = 1.0) -> tuple[float, float]:
     """% of a core the server (and its valkey child) burn with no session open."""
-    a0, b0 = cpu_ticks(pids[0]), cpu_ticks(pids[1] or 0)
+    a0, b0 = server_ticks(pids), cpu_ticks(pids[1] or 0)
     m0 = time.monotonic()
     time.sleep(seconds)
-    a1, b1 = cpu_ticks(pids[0]), cpu_ticks(pids[1] or 0)
+    a1, b1 = server_ticks(pids), cpu_ticks(pids[1] or 0)
     dt = time.monotonic() - m0
     nan = float("nan")
     return (100 * (a1 - a0) / CLK_TCK / dt if a0 is not None and a1 is not None else nan,
@@ -427,9 +450,11 @@ class Run:
     errors: dict[str, int] = field(default_factory=dict)
     server_cpu_s: float = 0.0
     store_cpu_s: float | None = None
+    store_io: dict[str, int] | None = None  # Valkey counters over the run (store_counters)
     client_cpu_s: float = 0.0
     machine_cpu_s: float = 0.0  # every process on the machine, busy CPU seconds
     failure: str = ""
+    rss: tuple[int | None, int | None] = (None, None)  # server KB: idle at start, peak after
 
     def other_cpu_s(self) -> float:
         """Busy CPU on the machine that was neither server, valkey nor client."""
@@ -478,7 +503,8 @@ class Run:
 
 
 def run_one(target: str, url: str, server_pids: tuple[int, int | None], n: int, seconds: float,
-            procs: int, uvloop: bool, binary: bool = False) -> Run:
+            procs: int, uvloop: bool, store_sock: Path | None = None,
+            binary: bool = False) -> Run:
     run = Run(target, n, min(procs, n), seconds)
     split = [n // run.procs + (1 if i < n % run.procs else 0) for i in range(run.procs)]
     workers: list[subprocess.Popen[str]] = []
@@ -507,17 +533,19 @@ def run_one(target: str, url: str, server_pids: tuple[int, int | None], n: int, 
             w.stdin.write(f"GO {wall_t0}\n")
             w.stdin.flush()
         time.sleep(max(0.0, wall_t0 - time.time()))
-        srv0, sto0, m0 = cpu_ticks(server_pids[0]), (
+        srv0, sto0, m0 = server_ticks(server_pids), (
             cpu_ticks(server_pids[1]) if server_pids[1] else None), time.monotonic()
         box0 = machine_busy_ticks()
+        io0 = store_counters(store_sock)
         for w in workers:
             assert w.stdout is not None
             line = w.stdout.readline()
             if line.strip() != "STREAMED":
                 raise RuntimeError(f"{target} N={n}: a client worker died mid-run")
-        srv1, sto1, m1 = cpu_ticks(server_pids[0]), (
+        srv1, sto1, m1 = server_ticks(server_pids), (
             cpu_ticks(server_pids[1]) if server_pids[1] else None), time.monotonic()
         box1 = machine_busy_ticks()
+        io1 = store_counters(store_sock)
         results = []
         for w in workers:
             assert w.stdout is not None
@@ -535,6 +563,8 @@ def run_one(target: str, url: str, server_pids: tuple[int, int | None], n: int, 
                 w.kill()
                 w.wait(5)
     run.wall_s = m1 - m0
+    if io0 is not None and io1 is not None:
+        run.store_io = {k: io1[k] - io0[k] for k in io0}
     run.machine_cpu_s = (box1 - box0) / CLK_TCK
     if server_pids[0] and (srv0 is None or srv1 is None):
         run.failure = "server process gone"
@@ -579,13 +609,22 @@ def fmt(x: float | None, digits: int = 1) -> str:
 HEADER = ("target", "N", "cli", "fr/s in", "msg/s out", "lag p50/p99", "stop p50/p99",
           "commit p50/p99", "c>aud p50/p99", "turn p50/p99", "rtt p50/p99", "grow",
           "srv CPU%",
-          "valkey CPU%", "ms/sess-s", "cli CPU%", "other CPU%", "held")
+          "valkey CPU%", "redis rt/cmd/KiB", "ms/sess-s", "cli CPU%", "other CPU%", "held")
 
 
 def pair(values: list[float], digits: int = 1) -> str:
     if not values:
         return "-"
     return f"{fmt(pct(values, 0.5), digits)}/{fmt(pct(values, 0.99), digits)}"
+
+
+def per_session_minute(r: Run) -> str:
+    """Redis round trips, commands and KiB per session-minute: rt/cmd/KiB."""
+    if r.store_io is None or not r.session_seconds:
+        return "-"
+    k = 60 / r.session_seconds
+    io = r.store_io
+    return f"{io['rt'] * k:.0f}/{io['cmds'] * k:.0f}/{io['bytes'] * k / 1024:.0f}"
 
 
 def row(r: Run) -> tuple[str, ...]:
@@ -597,7 +636,7 @@ def row(r: Run) -> tuple[str, ...]:
             fmt(r.frames / w, 0), fmt(r.msgs_in / w, 0),
             pair(r.lag), pair(r.stop), pair(r.commit), pair(r.first_audio), pair(r.turn),
             pair(r.rtt, 2), fmt(r.growth(), 1),
-            fmt(100 * r.server_cpu_s / w, 0), fmt(store_pct, 0),
+            fmt(100 * r.server_cpu_s / w, 0), fmt(store_pct, 0), per_session_minute(r),
             fmt(cpu_ms, 1), fmt(100 * r.client_cpu_s / w, 0),
             fmt(100 * r.other_cpu_s() / w, 0),
             "yes" if held else f"NO ({why})")
@@ -643,6 +682,21 @@ def print_summary(runs: list[Run]) -> None:
               + ", ".join(parts))
 
 
+def print_memory(runs: list[Run]) -> None:
+    """Server memory per session: (peak RSS after the run - RSS idle at the start) / N."""
+    parts: dict[str, list[str]] = {}
+    for r in runs:
+        idle, peak = r.rss
+        if idle is None or peak is None or r.failure:
+            continue
+        parts.setdefault(r.target, []).append(f"N={r.n}: {(peak - idle) / r.n:.0f}")
+    for target, shown in parts.items():
+        idle = next(r.rss[0] for r in runs if r.target == target)
+        print(f"server RSS per session, KB ({target}: peak VmHWM summed over its python "
+              f"processes minus {idle / 1024:.0f} MB idle at the start, / N): "
+              + ", ".join(shown))
+
+
 LEGEND = f"""\
 columns (latencies in ms, as p50/p99 over all frames or turns of the run):
   cli        client worker processes the N sessions were split across
@@ -662,6 +716,9 @@ columns (latencies in ms, as p50/p99 over all frames or turns of the run):
              third of the run minus mean over the first third
   srv CPU%   server python process, % of one core over the streaming window
   valkey CPU% embedded valkey-server child of the gateway, % of one core
+  redis rt/cmd/KiB  per session-minute of streamed audio, from the embedded Valkey's
+             INFO stats: reply writes (~ round trips; a pipeline is one), commands
+             executed (those its scripts ran included), KiB received + sent
   ms/sess-s  server python CPU ms per session-second of streamed audio (valkey not
              included; includes the server's idle cost, shown above the table)
   cli CPU%   the client worker processes, % of one core
@@ -690,6 +747,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--gateway-pid", type=int, help="pid of the --gateway-url process")
     p.add_argument("--echo-url", help="use this echo server instead of starting one")
     p.add_argument("--targets", default="gateway,echo", help="gateway,echo or one of them")
+    p.add_argument("--workers", type=int, default=1,
+                   help="start the gateway with `serve --workers N` (N processes on one "
+                   "port); CPU and RSS are summed over them")
     p.add_argument("--client-procs", type=int, default=1,
                    help="client worker processes (sessions split between them)")
     p.add_argument("--uvloop", action="store_true",
@@ -774,15 +834,16 @@ def main(argv: list[str] | None = None) -> int:
         if "gateway" in targets:
             if args.gateway_url:
                 pid = args.gateway_pid
-                kids = children(pid) if pid else []
-                plan.append(("gateway", args.gateway_url, (pid or 0, kids[0] if kids else None)))
+                store = proctree.store_child(pid) if pid else None
+                plan.append(("gateway", args.gateway_url, (pid or 0, store)))
             else:
-                gw = start_gateway(tmp / "gw", args.gateway_arg, args.profile,
+                extra = [*(["--workers", str(args.workers)] if args.workers > 1 else []),
+                         *args.gateway_arg]
+                gw = start_gateway(tmp / "gw", extra, args.profile,
                                    args.gateway_tcp_nodelay)
                 servers.append(gw)
-                kids = children(gw.pid)
                 url = f"ws://{gw.match}/v1/realtime"
-                plan.append(("gateway", url, (gw.pid, kids[0] if kids else None)))
+                plan.append(("gateway", url, (gw.pid, proctree.store_child(gw.pid))))
         if "echo" in targets:
             if args.echo_url:
                 plan.append(("echo", args.echo_url, (0, None)))
@@ -801,6 +862,7 @@ def main(argv: list[str] | None = None) -> int:
               f"client: {args.client_procs} worker process(es), "
               f"{'uvloop' if args.uvloop else 'asyncio'} loop"
               + ("; binary PCM16 frames to the gateway" if args.binary else ""), flush=True)
+        idle_kb = {target: server_rss_kb(pids) for target, url, pids in plan}
         for target, url, pids in plan:
             own, store = idle_cpu(pids)
             print(f"  {target}: {url} (pid {pids[0] or '?'}"
@@ -810,8 +872,12 @@ def main(argv: list[str] | None = None) -> int:
         for target, url, pids in plan:
             for n in sizes:
                 t = time.monotonic()
+                # where gateway.cli puts its embedded Valkey: EmbeddedValkey(data dir / "valkey")
+                sock = tmp / "gw" / "valkey" / "valkey.sock" if target == "gateway" \
+                    and not args.gateway_url else None
                 r = run_one(target, url, pids, n, args.seconds, args.client_procs, args.uvloop,
-                            args.binary)
+                            sock, args.binary)
+                r.rss = (idle_kb[target], server_rss_kb(pids, "VmHWM"))
                 runs.append(r)
                 held, why = r.held()
                 print(f"  ran {target} N={n} in {time.monotonic() - t:.1f} s: "
@@ -825,6 +891,7 @@ def main(argv: list[str] | None = None) -> int:
     print_table(runs)
     print()
     print_summary(runs)
+    print_memory(runs)
     print(LEGEND)
     print(f"total bench time {time.monotonic() - started:.0f} s; load average now {loadavg()}")
     if args.json:

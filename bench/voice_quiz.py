@@ -3,6 +3,7 @@ next to a sequential baseline on the same models in the same run.
 
 Usage: .venv/bin/python bench/voice_quiz.py [--quick] [--model NAME_OR_GGUF]
        [--threads N] [--barge-ins 3] [--concurrency 1,2] [--no-baseline]
+       [--draft-pause-ms MS] [--compare-drafts]
 
 It starts its own cascade gateway (``--model``/``--threads`` set
 ``DUPLEX_GATEWAY_LLM_MODEL``/``_THREADS``), then speaks the quiz of
@@ -25,6 +26,12 @@ Whisper tiny.en and scored by its words. It prints:
   (same threads, same prompt cache), same piper voice, run in this process after
   the gateway has stopped. Its ``speech_stopped`` → first audio is the sum of the
   three; end of speech adds the gateway's VAD silence window.
+
+``--draft-pause-ms`` sets ``DUPLEX_GATEWAY_DRAFT_PAUSE_MS`` (0: no drafts, so
+no reply is started before ``speech_stopped``); ``--compare-drafts`` runs the
+quiz twice, drafts off then on, and prints both (the A/B of starting early).
+The guesses the thinker started, and how many turned out right (adopted), come
+from the gateway's ``duplex_stage_guesses_total``.
 
 ``--quick``: the first 8 conversations, 2 barge-ins, 1 and 2 sessions.
 """
@@ -176,6 +183,22 @@ async def quiz(url: str, conversations: list[list[Turn]], voices: Voices,
     return rows
 
 
+async def guess_counts(gw: GatewayProcess) -> dict[str, float]:
+    """The thinker's ``duplex_stage_guesses_total`` by outcome."""
+    import httpx
+
+    async with httpx.AsyncClient(timeout=10) as http:
+        text = (await http.get(f"{gw.http}/metrics")).text
+    found = (re.fullmatch(r'duplex_stage_guesses_total\{(.*)\} (\S+)', line)
+             for line in text.splitlines())
+    counts: dict[str, float] = {"started": 0.0, "adopted": 0.0}
+    for match in filter(None, found):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', match[1]))
+        if labels.get("stage") == "think" and labels.get("outcome") in counts:
+            counts[labels["outcome"]] = float(match[2])
+    return counts
+
+
 async def gateway_run(args: argparse.Namespace, conversations: list[list[Turn]],
                       voices: Voices, ears: Any) -> dict[str, Any]:
     env = {"HF_HUB_OFFLINE": "1"}
@@ -183,6 +206,8 @@ async def gateway_run(args: argparse.Namespace, conversations: list[list[Turn]],
         env["DUPLEX_GATEWAY_LLM_MODEL"] = args.model
     if args.threads:
         env["DUPLEX_GATEWAY_LLM_THREADS"] = str(args.threads)
+    if args.draft_pause_ms is not None:
+        env["DUPLEX_GATEWAY_DRAFT_PAUSE_MS"] = str(args.draft_pause_ms)
     with tempfile.TemporaryDirectory() as tmp:
         gw = GatewayProcess(Path(tmp), args=["--plugin", "cascade"], env={**os.environ, **env})
         gw.start(timeout_s=600)
@@ -190,6 +215,7 @@ async def gateway_run(args: argparse.Namespace, conversations: list[list[Turn]],
             t0 = time.monotonic()
             rows = await quiz(gw.ws, conversations, voices, ears)
             quiz_s = time.monotonic() - t0
+            guesses = await guess_counts(gw)
             s, task = await connect(gw.ws)
             barge: list[float] = []
             long_ask = voices.say("piper", LONG_REPLY_QUESTION)
@@ -206,7 +232,8 @@ async def gateway_run(args: argparse.Namespace, conversations: list[list[Turn]],
             conc = {n: await concurrent(gw.ws, n, ask_pcm) for n in args.levels}
         finally:
             gw.stop()
-    return {"rows": rows, "barge": barge, "concurrency": conc, "quiz_s": quiz_s}
+    return {"rows": rows, "barge": barge, "concurrency": conc, "quiz_s": quiz_s,
+            "guesses": guesses}
 
 
 # -- the sequential baseline --------------------------------------------------------
@@ -295,6 +322,9 @@ def report(result: dict[str, Any], base: list[dict[str, float]] | None,
         if not right(r.turn, r.heard):
             print(f"  MISS [{r.voice}] {r.turn.say!r} (heard as {r.asked!r}): said "
                   f"{r.reply!r}, heard back {r.heard!r}")
+    g = result["guesses"]
+    print(f"thinker guesses (replies started at a pause): {g['started']:.0f} started, "
+          f"{g['adopted']:.0f} adopted as the turn's reply ({len(rows)} turns)")
     print("\nlatency (every turn)")
     print(f"  {'end of speech → first audio':<34} {p50_p95([r.end_of_speech_ms for r in rows])}")
     print(f"  {'speech_stopped → first audio':<34} {p50_p95([r.stopped_ms for r in rows])}")
@@ -326,6 +356,10 @@ def main() -> None:
     parser.add_argument("--barge-ins", type=int, default=3)
     parser.add_argument("--concurrency", default="1,2,3")
     parser.add_argument("--no-baseline", action="store_true")
+    parser.add_argument("--draft-pause-ms", type=int,
+                        help="DUPLEX_GATEWAY_DRAFT_PAUSE_MS (0: no drafts)")
+    parser.add_argument("--compare-drafts", action="store_true",
+                        help="run the quiz with drafts off, then on")
     args = parser.parse_args()
     args.levels = [int(n) for n in args.concurrency.split(",")]
     conversations = QUIZ
@@ -338,11 +372,19 @@ def main() -> None:
 
     voices, ears = Voices(), WhisperAsr()
     ears.load()
-    result = asyncio.run(gateway_run(args, conversations, voices, ears))
-    base = None if args.no_baseline else baseline(args, conversations, voices, ears)
     from duplex.config import TurnDetection
 
-    report(result, base, TurnDetection().silence_duration_ms)
+    silence_ms = TurnDetection().silence_duration_ms
+    if args.compare_drafts:
+        pause = args.draft_pause_ms
+        args.draft_pause_ms = 0
+        print("\n== drafts off (every reply starts at speech_stopped) ==")
+        report(asyncio.run(gateway_run(args, conversations, voices, ears)), None, silence_ms)
+        args.draft_pause_ms = pause
+        print("\n== drafts on ==")
+    result = asyncio.run(gateway_run(args, conversations, voices, ears))
+    base = None if args.no_baseline else baseline(args, conversations, voices, ears)
+    report(result, base, silence_ms)
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -31,6 +31,14 @@ loop with ``call_soon_threadsafe``. Abort marks the running completion, whose
 next token callback stops it (llama.cpp then frees the slot); outputs of an
 aborted request are dropped on the caller's loop at once.
 
+Guesses (``PromptChunk.speculative``): a request that is idle may run a guess
+at its next chunk as a completion of *context + guess* whose text is held,
+not given to ``on_text``, and which leaves the context as it was. The next
+chunk adopts it when its text is the guess's (the held text is replayed
+through ``on_text`` and the completion goes on), or else stops it and waits
+for its worker to let go of the slot, so the real chunk finds the guess's
+prefill in the same slot's cache. A newer guess replaces an older one.
+
 Backpressure: a request holding ``max_pending_inputs`` unhandled inputs makes
 ``submit_update`` raise ``Backpressure`` (engines.base).
 """
@@ -43,12 +51,12 @@ import logging
 import queue
 import threading
 import time
-from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections import Counter, deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engines.base import Backpressure, StageOutput, UnknownRequest
+from engines.base import Backpressure, UnknownRequest
 from engines.llamacpp_server import (
     CompletionError,
     ContextOverflow,
@@ -57,7 +65,8 @@ from engines.llamacpp_server import (
     Usage,
     stream_completion,
 )
-from plugins.base import PromptChunk, ResumableAdapter, StageResult
+from engines.resumable import Request, ResumableEngine
+from plugins.base import PromptChunk, ResumableAdapter
 
 log = logging.getLogger(__name__)
 
@@ -86,27 +95,25 @@ class _Flight:
     cancelled: bool = False
     text: list[str] = field(default_factory=list)
     finished: bool = False
+    guess: bool = False  # speculative, not adopted (yet): its deltas are held
+    held: list[Delta] = field(default_factory=list)
+    running: bool = True  # its worker has not returned
 
 
 @dataclass(slots=True, eq=False)
-class _Session:
-    """One stage request. ``request_id``/``tag``/``unhandled`` are touched on
-    both sides (``unhandled`` under the engine's lock); the rest on the serial
-    thread only."""
+class _Session(Request):
+    """One stage request; ``unhandled`` is touched on both sides (under the
+    engine's lock)."""
 
-    request_id: str
-    tag: Any
     unhandled: int = 0
-    state: Any = None
-    opened: bool = False
-    closed: bool = False
     pending: deque[tuple[PromptChunk, int]] = field(default_factory=deque)
     flight: _Flight | None = None
+    next_guess: PromptChunk | None = None  # to start once the stopped guess lets go
     context: str = ""
     context_tokens: int = 0
 
 
-class LlamaCppEngine:
+class LlamaCppEngine(ResumableEngine[_Session]):
     """A ``StageEngine`` whose requests are conversations on one llama.cpp server.
 
     ``make_server`` (e.g. ``lambda: start_server(config)``) runs on the
@@ -118,18 +125,13 @@ class LlamaCppEngine:
                  sampling: Mapping[str, Any] | None = None,
                  max_pending_inputs: int = MAX_PENDING_INPUTS,
                  shutdown_timeout: float = 60.0) -> None:
-        self.stage = stage
-        self.name = name
-        self._adapter = adapter
+        super().__init__(stage, name, adapter)
         self._make_server = make_server
         self._limit = n_ctx
         self._parallel = parallel
         self._sampling = dict(DEFAULT_SAMPLING if sampling is None else sampling)
         self._max_pending = max_pending_inputs
         self._shutdown_timeout = shutdown_timeout
-        self._requests: dict[str, _Session] = {}
-        self._outputs: asyncio.Queue[StageOutput] = asyncio.Queue()
-        self._caller_loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()  # _Session.unhandled, _stopping
         self._stopping = False
         self._serial: queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]] | None] = \
@@ -139,44 +141,18 @@ class LlamaCppEngine:
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._estimate = TokenEstimate()
         self.prefills: deque[Prefill] = deque(maxlen=PREFILLS_KEPT)
+        self.guesses: Counter[str] = Counter()  # started/finished/adopted/dropped
         self.init_seconds: float | None = None
-        self._ready = asyncio.Event()
-        self._start_error: BaseException | None = None
 
     # -- StageEngine -----------------------------------------------------------------
 
-    async def run(self) -> None:
-        """Start the server (off this loop), then serve until cancelled; on
-        cancellation stop every completion and shut the server down."""
-        self._bind_caller()
-        try:
-            started: concurrent.futures.Future[None] = concurrent.futures.Future()
-            self._thread = threading.Thread(target=self._serial_main, args=(started,),
-                                            name=f"stage{self.stage}-{self.name}-llamacpp",
-                                            daemon=True)
-            self._thread.start()
-            try:
-                await asyncio.shield(asyncio.wrap_future(started))
-            except Exception as exc:
-                self._start_error = exc
-                self._ready.set()
-                for session in list(self._requests.values()):
-                    self._deliver(session, None, f"engine failed to start: {exc!r}")
-                raise
-            self._ready.set()
-            await asyncio.Event().wait()
-        finally:
-            await self._stop()
-
-    async def wait_ready(self) -> None:
-        """Return once the server is up; raise what stopped it from starting."""
-        await self._ready.wait()
-        if self._start_error is not None:
-            raise RuntimeError(f"{self.name} engine failed to start") from self._start_error
-
-    @property
-    def ready(self) -> bool:
-        return self._ready.is_set() and self._start_error is None
+    async def _start_model(self) -> None:
+        started: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._thread = threading.Thread(target=self._serial_main, args=(started,),
+                                        name=f"stage{self.stage}-{self.name}-llamacpp",
+                                        daemon=True)
+        self._thread.start()
+        await asyncio.shield(asyncio.wrap_future(started))
 
     def readiness(self) -> str:
         if self._start_error is not None:
@@ -189,9 +165,6 @@ class LlamaCppEngine:
         if self._thread is None or not self._thread.is_alive():
             return f"stage {self.name}: the llama.cpp thread died"
         return ""
-
-    def has_request(self, request_id: str) -> bool:
-        return request_id in self._requests
 
     async def submit_initial(self, request_id: str, tag: Any, payload: Any) -> None:
         if request_id in self._requests:
@@ -221,15 +194,7 @@ class LlamaCppEngine:
                     flight.cancelled = True  # its worker stops at the next token
                 self._post(self._close, session)
 
-    async def outputs(self) -> AsyncIterator[StageOutput]:
-        while True:
-            yield await self._outputs.get()
-
     # -- caller side -----------------------------------------------------------------
-
-    def _bind_caller(self) -> None:
-        if self._caller_loop is None:
-            self._caller_loop = asyncio.get_running_loop()
 
     def _post(self, fn: Callable[..., None], *args: Any) -> None:
         """Run ``fn(*args)`` on the serial thread, in posting order (held until
@@ -238,15 +203,6 @@ class LlamaCppEngine:
             if self._stopping:
                 raise RuntimeError(f"stage {self.name} engine is stopped")
         self._serial.put((fn, args))
-
-    def _deliver(self, session: _Session, result: StageResult | None, error: str | None) -> None:
-        """Caller loop: queue an output unless its request was aborted meanwhile."""
-        if self._requests.get(session.request_id) is not session:
-            return
-        if error is not None:
-            del self._requests[session.request_id]
-        self._outputs.put_nowait(StageOutput(self.stage, session.request_id, session.tag,
-                                             result, error))
 
     # -- start and stop ----------------------------------------------------------------
 
@@ -299,37 +255,9 @@ class LlamaCppEngine:
 
     # -- serial thread: requests -------------------------------------------------------
 
-    def _emit(self, session: _Session, result: StageResult | None = None,
-              error: str | None = None) -> None:
-        loop = self._caller_loop
-        assert loop is not None
-        try:
-            loop.call_soon_threadsafe(self._deliver, session, result, error)
-        except RuntimeError:  # the caller's loop is closed: nobody to tell
-            pass
-
-    def _fail(self, session: _Session, exc: BaseException | str) -> None:
-        if session.closed:
-            return
-        log.error("stage %s (%s) request %s failed: %s", self.stage, self.name,
-                  session.request_id, exc)
-        self._emit(session, error=repr(exc) if isinstance(exc, BaseException) else exc)
-        self._close(session)
-
     def _settle(self, session: _Session, inputs: int) -> None:
         with self._lock:
             session.unhandled -= inputs
-
-    def _open(self, session: _Session, payload: Any) -> None:
-        if session.closed:
-            return
-        try:
-            session.state = self._adapter.open(session.tag)
-        except Exception as exc:
-            self._fail(session, exc)
-            return
-        session.opened = True
-        self._feed(session, payload)
 
     def _feed(self, session: _Session, payload: Any) -> None:
         if session.closed:
@@ -339,15 +267,32 @@ class LlamaCppEngine:
         except Exception as exc:
             self._fail(session, exc)
             return
-        if chunk is None:
+        if chunk is None or chunk.speculative:
             self._settle(session, 1)
+            if chunk is not None:
+                self._guess(session, chunk)
             return
+        session.next_guess = None  # a real chunk makes any waiting guess stale
         session.pending.append((chunk, 1))
         self._pump(session)
 
     def _pump(self, session: _Session) -> None:
-        """Start the next chunk once the previous one has finished."""
-        while not session.closed and session.flight is None and session.pending:
+        """Start the next chunk once the previous one has finished; a guess in
+        flight is adopted by the next chunk or stopped first."""
+        while not session.closed and session.pending:
+            flight = session.flight
+            if flight is not None and flight.guess:
+                chunk, inputs = session.pending[0]
+                if not flight.cancelled and _adopts(chunk, flight):
+                    session.pending.popleft()
+                    self._adopt(session, flight, chunk, inputs)
+                    return  # the adopted completion's end pumps again
+                self._drop(flight)
+                if flight.running:
+                    return  # its worker's end pumps again
+                session.flight = None
+            if session.flight is not None:
+                return
             chunk, inputs = session.pending.popleft()
             for result in chunk.emit:
                 self._emit(session, result)
@@ -355,6 +300,57 @@ class LlamaCppEngine:
                 self._send(session, chunk, inputs)
             except Exception as exc:
                 self._fail(session, exc)
+        if not session.closed and session.flight is None and session.next_guess is not None:
+            guess, session.next_guess = session.next_guess, None
+            self._guess(session, guess)
+
+    # -- serial thread: guesses ------------------------------------------------------
+
+    def _guess(self, session: _Session, chunk: PromptChunk) -> None:
+        """Run a guess ahead if the request is idle (or only guessing)."""
+        flight = session.flight
+        if not chunk.generate:  # withdrawn: stop the guess, start no waiting one
+            session.next_guess = None
+            if flight is not None and flight.guess:
+                self._drop(flight)
+            return
+        if session.closed or session.pending or chunk.token_ids:
+            return
+        if flight is not None:
+            if not flight.guess:
+                if not flight.chunk.generate:  # context being prefilled: guess after it
+                    session.next_guess = chunk
+                return  # a reply being generated: no guessing
+            if not flight.cancelled and flight.chunk.text == chunk.text:
+                return  # the same guess again
+            self._drop(flight)
+            if flight.running:
+                session.next_guess = chunk
+                return
+            session.flight = None
+        max_tokens = max(1, chunk.max_tokens)
+        if session.context_tokens + self._estimate(chunk.text) + max_tokens > self._limit:
+            return  # would need a restart: not worth a guess
+        self.guesses["started"] += 1
+        self._start(session, _Flight(chunk, session.context + chunk.text, 0, guess=True))
+
+    def _drop(self, flight: _Flight) -> None:
+        if not flight.cancelled:
+            flight.cancelled = True
+            self.guesses["dropped"] += 1
+
+    def _adopt(self, session: _Session, flight: _Flight, chunk: PromptChunk,
+               inputs: int) -> None:
+        """The guess was right: it becomes ``chunk``'s completion."""
+        self.guesses["adopted"] += 1
+        for result in chunk.emit:
+            self._emit(session, result)
+        flight.chunk, flight.inputs, flight.guess = chunk, inputs, False
+        held, flight.held = flight.held, []
+        for delta in held:
+            if session.flight is not flight:
+                return  # on_text failed the request
+            self._take(session, flight, delta)
 
     def _send(self, session: _Session, chunk: PromptChunk, inputs: int) -> None:
         if chunk.token_ids is not None:
@@ -419,6 +415,15 @@ class LlamaCppEngine:
     def _on_delta(self, session: _Session, flight: _Flight, delta: Delta) -> None:
         if not self._current(session, flight):
             return
+        if flight.guess:
+            flight.held.append(delta)
+            if delta.finish is not None:
+                flight.finished = True
+                self.guesses["finished"] += 1
+            return
+        self._take(session, flight, delta)
+
+    def _take(self, session: _Session, flight: _Flight, delta: Delta) -> None:
         finished = delta.finish is not None
         flight.text.append(delta.text)
         chunk = flight.chunk
@@ -428,6 +433,9 @@ class LlamaCppEngine:
             except Exception as exc:
                 self._fail(session, exc)
                 return
+        if finished and delta.usage is not None:  # on record before the last output goes
+            self.prefills.append(Prefill(session.request_id, chunk.generate, delta.usage))
+        if chunk.generate:
             for result in results:
                 self._emit(session, result)
         if finished:
@@ -439,7 +447,6 @@ class LlamaCppEngine:
         session.context = flight.prompt + generated
         if usage is not None:
             self._estimate.learn(flight.prompt, usage.prompt_tokens)
-            self.prefills.append(Prefill(session.request_id, flight.chunk.generate, usage))
             session.context_tokens = usage.prompt_tokens + (
                 usage.completion_tokens if flight.chunk.generate else 0)
         else:
@@ -449,10 +456,26 @@ class LlamaCppEngine:
         self._pump(session)
 
     def _on_end(self, session: _Session, flight: _Flight) -> None:
-        if self._current(session, flight) and not flight.finished:
+        flight.running = False
+        if flight.guess:
+            self._guess_ended(session, flight)
+        elif self._current(session, flight) and not flight.finished:
             self._fail(session, "llama.cpp ended the completion without finishing it")
 
+    def _guess_ended(self, session: _Session, flight: _Flight) -> None:
+        """A guess's worker let go of the slot: keep a finished guess for its
+        chunk; forget a stopped or failed one and go on."""
+        if session.closed or session.flight is not flight:
+            return
+        if flight.cancelled or not flight.finished:
+            session.flight = None
+            self._pump(session)
+
     def _on_failed(self, session: _Session, flight: _Flight, exc: BaseException) -> None:
+        if flight.guess:
+            flight.running, flight.finished = False, False
+            self._guess_ended(session, flight)
+            return
         if not self._current(session, flight):
             return
         if isinstance(exc, ContextOverflow) and not flight.restarted:
@@ -484,3 +507,9 @@ class LlamaCppEngine:
                 self._adapter.close(session.state)
             except Exception:
                 log.exception("stage %s (%s): adapter close failed", self.stage, self.name)
+
+
+def _adopts(chunk: PromptChunk, guess: _Flight) -> bool:
+    """``chunk`` is what ``guess`` guessed: it generates from the same text."""
+    return (chunk.generate and chunk.token_ids is None and not chunk.speculative
+            and chunk.text == guess.chunk.text and chunk.max_tokens == guess.chunk.max_tokens)

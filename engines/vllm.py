@@ -57,8 +57,9 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engines.base import StageOutput, UnknownRequest
-from plugins.base import PromptChunk, ResumableAdapter, StageResult
+from engines.base import UnknownRequest
+from engines.resumable import Request, ResumableEngine
+from plugins.base import PromptChunk, ResumableAdapter
 
 log = logging.getLogger(__name__)
 
@@ -93,15 +94,9 @@ class _Flight:
 
 
 @dataclass(slots=True, eq=False)
-class _Session:
-    """One stage request. ``request_id``/``tag`` are read on both threads; the
-    rest is touched on the engine thread only."""
+class _Session(Request):
+    """One stage request (engine thread only, but for ``request_id``/``tag``)."""
 
-    request_id: str
-    tag: Any
-    state: Any = None
-    opened: bool = False
-    closed: bool = False
     pending: deque[PromptChunk] = field(default_factory=deque)
     flight: _Flight | None = None
     sub_id: str | None = None  # the vLLM request id of the current incarnation
@@ -110,7 +105,7 @@ class _Session:
     context_tokens: int = 0
 
 
-class VllmEngine:
+class VllmEngine(ResumableEngine[_Session]):
     """A ``StageEngine`` whose requests are resumable ``AsyncLLM`` requests.
 
     One ``AsyncLLM`` per engine, made by ``make_engine`` inside ``run()`` and
@@ -122,16 +117,11 @@ class VllmEngine:
                  sampling: Mapping[str, Any] | None = None,
                  max_context_tokens: int | None = None,
                  shutdown_timeout: float = 60.0) -> None:
-        self.stage = stage
-        self.name = name
-        self._adapter = adapter
+        super().__init__(stage, name, adapter)
         self._make_engine = make_engine
         self._sampling = dict(DEFAULT_SAMPLING if sampling is None else sampling)
         self._max_context = max_context_tokens
         self._shutdown_timeout = shutdown_timeout
-        self._requests: dict[str, _Session] = {}
-        self._outputs: asyncio.Queue[StageOutput] = asyncio.Queue()
-        self._caller_loop: asyncio.AbstractEventLoop | None = None
         # engine side
         self._llm: Any = None
         self._encode: Callable[[str], list[int]] | None = None
@@ -144,39 +134,8 @@ class VllmEngine:
         self._sub_ids = itertools.count()
         self._tasks: set[asyncio.Task[Any]] = set()
         self.init_seconds: float | None = None  # how long make_engine took
-        self._ready = asyncio.Event()  # caller side: the AsyncLLM is up (or failed)
-        self._start_error: BaseException | None = None
 
     # -- StageEngine -----------------------------------------------------------------
-
-    async def run(self) -> None:
-        """Build the AsyncLLM (off this loop), then serve until cancelled; on
-        cancellation abort every request and shut the AsyncLLM down."""
-        self._caller_loop = asyncio.get_running_loop()
-        try:
-            try:
-                await self._start_thread()
-            except Exception as exc:
-                self._start_error = exc
-                self._ready.set()
-                for session in list(self._requests.values()):
-                    self._deliver(session, None, f"engine failed to start: {exc!r}")
-                raise
-            self._ready.set()
-            await asyncio.Event().wait()
-        finally:
-            await self._stop()
-
-    async def wait_ready(self) -> None:
-        """Return once ``run()`` has the AsyncLLM up; raise what stopped it from
-        starting. (Submitting earlier is fine: requests wait for it.)"""
-        await self._ready.wait()
-        if self._start_error is not None:
-            raise RuntimeError(f"{self.name} engine failed to start") from self._start_error
-
-    @property
-    def ready(self) -> bool:
-        return self._ready.is_set() and self._start_error is None
 
     def readiness(self) -> str:
         """Empty once the engine can serve, else what it is doing or why not."""
@@ -193,9 +152,6 @@ class VllmEngine:
         except Exception:  # a half-torn-down AsyncLLM
             dead = True
         return f"stage {self.name}: the LLM engine died" if dead else ""
-
-    def has_request(self, request_id: str) -> bool:
-        return request_id in self._requests
 
     async def submit_initial(self, request_id: str, tag: Any, payload: Any) -> None:
         if request_id in self._requests:
@@ -217,15 +173,7 @@ class VllmEngine:
             if session is not None:
                 self._post(self._close, session)
 
-    async def outputs(self) -> AsyncIterator[StageOutput]:
-        while True:
-            yield await self._outputs.get()
-
     # -- caller side -----------------------------------------------------------------
-
-    def _bind_caller(self) -> None:
-        if self._caller_loop is None:
-            self._caller_loop = asyncio.get_running_loop()
 
     def _post(self, fn: Callable[..., None], *args: Any) -> None:
         """Run ``fn(*args)`` on the engine loop, in posting order (held back until
@@ -239,18 +187,9 @@ class VllmEngine:
             loop = self._engine_loop
         loop.call_soon_threadsafe(fn, *args)
 
-    def _deliver(self, session: _Session, result: StageResult | None, error: str | None) -> None:
-        """Caller loop: queue an output unless its request was aborted meanwhile."""
-        if self._requests.get(session.request_id) is not session:
-            return
-        if error is not None:
-            del self._requests[session.request_id]
-        self._outputs.put_nowait(StageOutput(self.stage, session.request_id, session.tag,
-                                             result, error))
-
     # -- start and stop ----------------------------------------------------------------
 
-    async def _start_thread(self) -> None:
+    async def _start_model(self) -> None:
         started: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._thread = threading.Thread(target=self._thread_main, args=(started,),
                                         name=f"stage{self.stage}-{self.name}-vllm", daemon=True)
@@ -401,38 +340,6 @@ class VllmEngine:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    def _emit(self, session: _Session, result: StageResult | None = None,
-              error: str | None = None) -> None:
-        loop = self._caller_loop
-        assert loop is not None
-        try:
-            loop.call_soon_threadsafe(self._deliver, session, result, error)
-        except RuntimeError:  # the caller's loop is closed: nobody to tell
-            pass
-
-    def _fail(self, session: _Session, exc: BaseException | str) -> None:
-        if session.closed:
-            return
-        if isinstance(exc, BaseException):
-            log.error("stage %s (%s) request %s failed", self.stage, self.name,
-                      session.request_id, exc_info=exc)
-        else:
-            log.error("stage %s (%s) request %s failed: %s", self.stage, self.name,
-                      session.request_id, exc)
-        self._emit(session, error=repr(exc) if isinstance(exc, BaseException) else exc)
-        self._close(session)
-
-    def _open(self, session: _Session, payload: Any) -> None:
-        if session.closed:
-            return
-        try:
-            session.state = self._adapter.open(session.tag)
-        except Exception as exc:
-            self._fail(session, exc)
-            return
-        session.opened = True
-        self._feed(session, payload)
-
     def _feed(self, session: _Session, payload: Any) -> None:
         if session.closed:
             return
@@ -441,7 +348,7 @@ class VllmEngine:
         except Exception as exc:
             self._fail(session, exc)
             return
-        if chunk is not None:
+        if chunk is not None and not chunk.speculative:  # guesses are not run here
             session.pending.append(chunk)
             self._pump(session)
 

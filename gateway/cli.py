@@ -11,10 +11,17 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gateway import log_setup
 from gateway.config import GatewayConfig, add_serve_arguments, from_args
 from gateway.http_limits import header_deadline, raise_open_files_limit
+
+if TYPE_CHECKING:
+    import uvicorn
+    from starlette.applications import Starlette
+
+    from duplex.store.supervisor import Supervisor
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -95,20 +102,25 @@ def _loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None
     return uvloop.new_event_loop
 
 
-def serve(config: GatewayConfig) -> int:
-    import uvicorn
+def serve_on_loop(config: GatewayConfig, server: uvicorn.Server,
+                  sockets: list[socket.socket]) -> None:
+    """Run ``server`` on ``sockets`` in the event loop ``--loop`` names."""
+    factory = _loop_factory(config.loop)
+    logging.getLogger("duplex_gateway").debug(
+        "event loop: %s", "asyncio" if factory is None else "uvloop")
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(server.serve(sockets=sockets))
 
+
+def serve(config: GatewayConfig) -> int:
     from duplex.errors import StoreUnavailable
     from duplex.store.dirlock import DataDirInUse
     from duplex.store.embedded import EmbeddedValkey
     from duplex.store.supervisor import Supervisor
-    from gateway.app import create_app
 
-    loop_factory = _loop_factory(config.loop)
+    _loop_factory(config.loop)  # an unusable --loop fails now, not after the store starts
     secrets = (config.api_key or "", config.twilio_auth_token or "")
     log_setup.configure(config.log_level, config.log_format, secrets)
-    logging.getLogger("duplex_gateway").debug(
-        "event loop: %s", "asyncio" if loop_factory is None else "uvloop")
     before, after = raise_open_files_limit()
     if after < 2 * config.max_connections:
         logging.getLogger("duplex_gateway").warning(
@@ -127,6 +139,10 @@ def serve(config: GatewayConfig) -> int:
             return 1
         embedded.start()  # restarts the server whenever it exits
     try:
+        if config.workers > 1:
+            from gateway.workers import supervise
+
+            return supervise(config)
         try:
             sock = _listen(config.host, config.port)
         except OSError as exc:
@@ -134,31 +150,52 @@ def serve(config: GatewayConfig) -> int:
                   file=sys.stderr)
             return 1
         host, port = sock.getsockname()[:2]
-        shown = f"[{host}]" if ":" in host else host
         if config.advertise_url is None:
             config = replace(config, advertise_url=_reachable_at(host, port, tls=config.tls))
-        http, ws = ("https", "wss") if config.tls else ("http", "ws")
-        ready = (f"duplex-gateway ready: {http}://{shown}:{port}/  "
-                 f"(plugin {config.plugin}, realtime {ws}://{shown}:{port}/v1/realtime)")
-        print(f"duplex-gateway listening: {http}://{shown}:{port}/ (getting ready; "
-              f"/readyz says what it waits for)", flush=True)
-        app = create_app(config, on_ready=ready)
-        if embedded is not None:
-            app.state.gateway.watch_store_server(embedded)
-        server = uvicorn.Server(uvicorn.Config(
-            app, log_level=config.log_level, lifespan="on",
-            ws_max_size=max(16 * 1024 * 1024, 2 * config.max_message_bytes),
-            ws_ping_interval=20.0, ws_ping_timeout=20.0, log_config=None,
-            ssl_certfile=config.ssl_certfile, ssl_keyfile=config.ssl_keyfile,
-            http=header_deadline(config.header_timeout_s),
-            limit_concurrency=config.max_connections or None,
-            timeout_graceful_shutdown=max(1, round(config.shutdown_timeout_s))))
-        with asyncio.Runner(loop_factory=loop_factory) as runner:
-            runner.run(server.serve(sockets=[sock]))
+        listening, ready = banners(config, host, port)
+        print(listening, flush=True)
+        run_server(config, [sock], on_ready=ready, embedded=embedded)
         return 0
     finally:
         if embedded is not None:
             embedded.stop()
+
+
+def banners(config: GatewayConfig, host: str, port: int, note: str = "") -> tuple[str, str]:
+    """The "listening" line, and the "ready" line printed once sessions can start."""
+    shown = f"[{host}]" if ":" in host else host
+    http, ws = ("https", "wss") if config.tls else ("http", "ws")
+    ready = (f"duplex-gateway ready: {http}://{shown}:{port}/  "
+             f"(plugin {config.plugin}, realtime {ws}://{shown}:{port}/v1/realtime{note})")
+    listening = (f"duplex-gateway listening: {http}://{shown}:{port}/ (getting ready; "
+                 f"/readyz says what it waits for)")
+    return listening, ready
+
+
+def run_server(config: GatewayConfig, sockets: list[socket.socket], *, on_ready: str,
+               embedded: Supervisor | None = None) -> None:
+    """Serve the gateway on ``sockets`` until SIGTERM/SIGINT."""
+    import uvicorn
+
+    from gateway.app import create_app
+
+    app = create_app(config, on_ready=on_ready)
+    if embedded is not None:
+        app.state.gateway.watch_store_server(embedded)
+    serve_on_loop(config, uvicorn.Server(uvicorn_config(config, app)), sockets)
+
+
+def uvicorn_config(config: GatewayConfig, app: Starlette) -> uvicorn.Config:
+    import uvicorn
+
+    return uvicorn.Config(
+        app, log_level=config.log_level, lifespan="on",
+        ws_max_size=max(16 * 1024 * 1024, 2 * config.max_message_bytes),
+        ws_ping_interval=20.0, ws_ping_timeout=20.0, log_config=None,
+        ssl_certfile=config.ssl_certfile, ssl_keyfile=config.ssl_keyfile,
+        http=header_deadline(config.header_timeout_s),
+        limit_concurrency=config.max_connections or None,
+        timeout_graceful_shutdown=max(1, round(config.shutdown_timeout_s)))
 
 
 def main(argv: list[str] | None = None) -> int:

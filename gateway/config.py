@@ -15,6 +15,7 @@ from typing import Any
 from gateway.auth import parse_origins
 
 ENV_PREFIX = "DUPLEX_GATEWAY_"
+MAX_WORKERS = 256  # --workers: far above any core count a gateway host has
 
 
 def default_data_dir() -> Path:
@@ -60,6 +61,7 @@ class GatewayConfig:
     max_connections: int = 4096
     max_sessions_per_address: int = 0
     shutdown_timeout_s: float = 10.0
+    workers: int = 1
     loop: str = "auto"
 
     @property
@@ -130,7 +132,8 @@ _FLAGS: dict[str, tuple[Any, str]] = {
     "advertise_url": (str, "ws://HOST:PORT where the other gateways on this Redis reach this "
                            "one, to relay a resume of a session it owns (unset: the "
                            "listening address, or the hostname when listening on all "
-                           "interfaces)"),
+                           "interfaces; with --workers each worker advertises this host at "
+                           "a relay port of its own)"),
     "allowed_origins": (str, "browser pages that may open WebSockets here, by their Origin, "
                              "comma-separated: scheme://host, scheme://host:port, "
                              "scheme://host:* (any port) or * (any page); this gateway's own "
@@ -153,6 +156,11 @@ _FLAGS: dict[str, tuple[Any, str]] = {
                                       "has its address)"),
     "shutdown_timeout_s": (float, "on SIGTERM, how long sockets get to close; then they "
                                   "are cut and their sessions stay resumable elsewhere"),
+    "workers": (int, f"gateway processes serving this one port, e.g. one per core (at most "
+                     f"{MAX_WORKERS}; SO_REUSEPORT): each owns its sessions as a separate "
+                     "host would, a resume reaching another one is relayed to the owner, "
+                     "/metrics and /readyz answer for the process a request reaches, and "
+                     "one that dies is started again"),
     "loop": (str, "event loop: uvloop (less CPU per message), asyncio, or auto (uvloop "
                   "where it is installed: a dependency except on Windows)"),
 }
@@ -205,6 +213,8 @@ def _check(config: GatewayConfig) -> None:
     """Refuse values the gateway could only fail on later (SystemExit: one line)."""
     if config.redis_replica_acks is not None and config.redis_replica_acks < 0:
         raise SystemExit("--redis-replica-acks must be >= 0")
+    if not 1 <= config.workers <= MAX_WORKERS:
+        raise SystemExit(f"--workers must be between 1 and {MAX_WORKERS}")
     if (config.ssl_certfile is None) != (config.ssl_keyfile is None):
         raise SystemExit("--ssl-certfile and --ssl-keyfile go together: give both or neither")
     for name in ("ssl_certfile", "ssl_keyfile", "ssl_ca_file"):

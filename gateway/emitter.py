@@ -3,7 +3,8 @@
 Each event gets the next ``server_event_seq`` and is appended to the session's
 Redis journal in one round trip per batch *before* it is written to the socket,
 so a crash can never leave a client holding an event the journal lacks. The
-journal is bounded by age and bytes (trimmed here) and by client acks.
+journal is bounded by age and bytes (trimmed here, by the appends themselves: no
+round trip of its own) and by client acks.
 
 Redis can still take acknowledged writes back: a failover that promotes a replica
 other than the one that acknowledged them (a partition, a forced failover). The
@@ -75,6 +76,9 @@ class Emitter:
         self.attachment: Attachment | None = None
         self.on_send_failed: Callable[[Attachment], None] = lambda attachment: None
         self._uncertain = False  # a failed append may still have landed
+        # an append carries ``now``: it renews the lease as renew.lua would, so a
+        # session that journaled lately needs no renewal of its own
+        self.renewed_at = 0.0
         self._window: deque[tuple[float, int, int]] = deque()  # (time, seq, bytes)
         self._window_bytes = 0
         self._recent: deque[tuple[float, int, str]] = deque()  # (time, seq, text)
@@ -103,12 +107,13 @@ class Emitter:
                 return True
             now = time.time()
             batch = [(seq, text) for seq, _, text in stamped]
+            trim = self._trim_point(now, sum(len(text) for _, text in batch))
             try:
-                await self._append(batch, now)
+                await self._append(batch, now, trim)
             except StoreConflict as exc:
                 if exc.code != "journal_gap":
                     raise
-                await self._append(await self._taken_back(exc) + batch, now)
+                await self._append(await self._taken_back(exc) + batch, now, trim)
         except SessionStateError as exc:  # the store no longer has this session open
             raise LeaseLost(f"the session is gone from the store: {exc.message}") from exc
         except StoreUnavailable as exc:
@@ -118,6 +123,8 @@ class Emitter:
             await self.send_unjournaled(exc)
             return False
         self.last_seq = stamped[-1][0]
+        while self._window and trim is not None and self._window[0][1] <= trim:
+            self._window_bytes -= self._window.popleft()[2]
         for seq, kind, text in stamped:
             self.metrics.events.labels(kind).inc()
             if kind == "error":
@@ -126,14 +133,16 @@ class Emitter:
             self._window_bytes += len(text)
             self._keep(now, seq, text)
             await self.send(text)
-        await self._bound_journal(now)
         return True
 
-    async def _append(self, batch: list[tuple[int, str]], now: float) -> None:
+    async def _append(self, batch: list[tuple[int, str]], now: float,
+                      trim: int | None) -> None:
         fence = self.fence()
         await self.store.append_events(
             self.session_id, self.owner, self.incarnation, batch,
-            max_len=self.limits.max_events, now=now, epoch=fence.epoch, turn_id=fence.turn_id)
+            max_len=self.limits.max_events, now=now, epoch=fence.epoch, turn_id=fence.turn_id,
+            trim_upto=trim)
+        self.renewed_at = max(self.renewed_at, now)
 
     def _keep(self, now: float, seq: int, text: str) -> None:
         self._recent.append((now, seq, text))
@@ -172,18 +181,18 @@ class Emitter:
                 self.last_seq = seq
         self._uncertain = False
 
-    async def _bound_journal(self, now: float) -> None:
-        upto = 0
+    def _trim_point(self, now: float, incoming: int) -> int | None:
+        """The last seq to drop from the journal so that it keeps ``max_age_s`` and
+        ``max_bytes`` with ``incoming`` more bytes: the append does it (no round
+        trip of its own), and the window forgets them once it has."""
         limits = self.limits
-        while self._window and (self._window[0][0] < now - limits.max_age_s
-                                or self._window_bytes > limits.max_bytes):
-            _, upto, size = self._window.popleft()
-            self._window_bytes -= size
-        if upto:
-            try:
-                await self.store.trim_journal(self.session_id, upto)
-            except StoreUnavailable as exc:  # the next publish trims again
-                log.info("session %s: journal not trimmed: %s", self.session_id, exc)
+        kept = self._window_bytes + incoming
+        upto: int | None = None
+        for at, seq, size in self._window:
+            if at >= now - limits.max_age_s and kept <= limits.max_bytes:
+                break
+            upto, kept = seq, kept - size
+        return upto
 
     async def replay(self, cursor: int) -> int:
         """Send the journaled events after ``cursor`` (checked by the caller); returns count."""

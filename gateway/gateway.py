@@ -74,8 +74,10 @@ class Gateway:
         self.config = config
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self.metrics = Metrics()
+        # the store bounds each call and batch itself: no per-command socket timeout
         self.store = RedisSessionStore(connect(config.redis_url or "unix:///nonexistent",
-                                               timeout_s=config.store_timeout_s),
+                                               timeout_s=config.store_timeout_s,
+                                               socket_timeouts=False),
                                        timeout_s=config.store_timeout_s,
                                        replica_acks=config.replica_acks,
                                        ended_ttl_s=config.ended_session_retention_s)
@@ -126,6 +128,10 @@ class Gateway:
             return
         self.plugin = plugin
         names = plugin.capabilities.stage_names
+        for engine in self.engines:
+            guesses = getattr(engine, "guesses", None)  # engines that run guesses count them
+            if guesses is not None:
+                self.metrics.guesses.watch(engine.name, guesses)
         pools = [StagePool([engine]) for engine in self.engines]
 
         def observe(stage: int, seconds: float, request: str) -> None:

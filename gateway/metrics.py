@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, Metric
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.5, 5.0)
 
@@ -43,5 +46,29 @@ class Metrics:
             "duplex_first_audio_seconds", "end of user turn to first reply audio",
             buckets=_LATENCY_BUCKETS, registry=r)
 
+        self.guesses = _Guesses()
+        r.register(self.guesses)
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _Guesses:
+    """``duplex_stage_guesses_total{stage, outcome}``: an engine's replies started
+    ahead of the turn's end (``started``, ``finished``, ``adopted``, ``dropped``),
+    read from the engines' own counts when scraped."""
+
+    def __init__(self) -> None:
+        self._sources: list[tuple[str, Mapping[str, int]]] = []
+
+    def watch(self, stage: str, counts: Mapping[str, int]) -> None:
+        self._sources.append((stage, counts))
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            "duplex_stage_guesses", "replies an engine started before the turn ended, "
+            "by what became of them", labels=["stage", "outcome"])
+        for stage, counts in self._sources:
+            for outcome in ("started", "finished", "adopted", "dropped"):
+                family.add_metric([stage, outcome], counts.get(outcome, 0))
+        yield family

@@ -89,6 +89,11 @@ class CoreView:
     def history(self) -> tuple[pb.HistoryItem, ...]:
         return tuple(pb.HistoryItem(role, text) for role, text in self._core.history() if text)
 
+    @property
+    def auto_respond(self) -> bool:
+        td = self._core.config.turn_detection
+        return td is not None and td.create_response
+
 
 @dataclass(frozen=True, slots=True)
 class RunnerLimits:

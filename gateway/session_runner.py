@@ -472,8 +472,12 @@ class SessionRunner:
             log.warning("session %s: detach not persisted: %s", self.session_id, exc)
 
     async def _renew(self, *, force: bool) -> None:
+        """Renew the lease at most every ``renew_every_s``; a journal append renews it
+        too (append_events.lua touches it as renew.lua does), so only a session that
+        journaled nothing lately makes this round trip."""
         now = time.time()
-        if not force and now - self._renewed_at < self.limits.renew_every_s:
+        last = max(self._renewed_at, self.emitter.renewed_at)
+        if not force and now - last < self.limits.renew_every_s:
             return
         self._renewed_at = now
         try:

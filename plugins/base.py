@@ -42,9 +42,14 @@ class Capabilities:
 
 @dataclass(frozen=True, slots=True)
 class AudioUnit:
-    """A unit of user audio (at ``input_rate``) for the stage that listens."""
+    """A unit of user audio (at ``input_rate``) for the stage that listens.
+
+    ``drafts``: a turn that ends will be answered at once (turn detection with
+    ``create_response``), so a listener may guess the turn's words at a pause
+    and let the thinker start on them (``PromptChunk.speculative``)."""
 
     pcm: Pcm
+    drafts: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +75,11 @@ class SessionView(Protocol):
 
     def history(self) -> Sequence[HistoryItem]:
         """The honest history (I6), oldest first, items with words only."""
+        ...
+
+    @property
+    def auto_respond(self) -> bool:
+        """A turn the server's turn detection ends is answered at once."""
         ...
 
 
@@ -228,6 +238,16 @@ class PromptChunk:
     dropped). ``emit`` are results delivered when the chunk's turn comes (after
     every earlier chunk's output), e.g. a canned reply. ``tag`` is the
     adapter's own label, handed back with the chunk in ``on_text``.
+
+    ``speculative``: a guess at the next generating chunk (e.g. the reply to
+    the words heard so far, planned before the turn ends). It changes nothing
+    in the context: an engine may start generating it ahead, holding what it
+    generates (no ``on_text``), and *adopts* it when the next chunk planned
+    generates from the same ``text``: the held text then goes to ``on_text``
+    as that chunk's, and generation goes on. Any other next chunk, or a newer
+    guess, throws it away; so does an engine that is busy. A speculative chunk
+    that does not generate withdraws the guess (stops it, if it runs). An
+    engine may ignore guesses altogether (the vLLM engine does).
     """
 
     text: str = ""
@@ -236,6 +256,7 @@ class PromptChunk:
     max_tokens: int = 1
     emit: tuple[StageResult, ...] = ()
     tag: Any = None
+    speculative: bool = False
 
 
 class ResumableAdapter(Protocol):
@@ -252,7 +273,8 @@ class ResumableAdapter(Protocol):
     def plan(self, state: Any, payload: Any) -> PromptChunk | None:
         """The chunk for one payload (``None``: nothing to add). Called when the
         payload is submitted, possibly while earlier chunks still generate:
-        ``state`` should track the context *as planned*."""
+        ``state`` should track the context *as planned*. A ``speculative``
+        chunk must leave ``state`` as it was (it is only a guess)."""
         ...
 
     def on_text(self, state: Any, chunk: PromptChunk, delta: str,

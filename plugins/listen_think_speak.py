@@ -118,7 +118,7 @@ class ListenThinkSpeakPlan:
             return []
         pcm = self._unit[0] if len(self._unit) == 1 else np.concatenate(self._unit)
         self._unit, self._unit_len = [], 0
-        return [*self._context(view), Submit(LISTEN, AudioUnit(pcm))]
+        return [*self._context(view), Submit(LISTEN, AudioUnit(pcm, view.auto_respond))]
 
     def _restart(self, view: SessionView) -> list[Submit]:
         """A new epoch: its requests start empty, so the thinker needs the context
@@ -128,7 +128,8 @@ class ListenThinkSpeakPlan:
         self._unit, self._unit_len = [], 0
         if not self._prefix:
             return []
-        return [*self._context(view), Submit(LISTEN, AudioUnit(np.concatenate(self._prefix)))]
+        prefix = np.concatenate(self._prefix)
+        return [*self._context(view), Submit(LISTEN, AudioUnit(prefix, view.auto_respond))]
 
     def _remember(self, pcm: Pcm, padding_ms: int) -> None:
         keep = max(self._rate * padding_ms // 1000, self._unit_samples)

@@ -83,12 +83,15 @@ class GatewayProcess:
         async with self._client() as http:
             return str((await http.get(f"{self.http}/readyz")).json()["owner"])
 
-    async def metric(self, name: str) -> float:
-        """The sum of a ``/metrics`` sample's values over its labels."""
+    async def metric(self, name: str, **labels: str) -> float:
+        """The sum of a ``/metrics`` sample's values over the samples that have
+        ``labels`` (all of them, without)."""
         async with self._client() as http:
             text = (await http.get(f"{self.http}/metrics")).text
+        wanted = [f'{k}="{v}"' for k, v in labels.items()]
         return sum(float(line.split()[-1]) for line in text.splitlines()
-                   if line.startswith((name + " ", name + "{")))
+                   if line.startswith((name + " ", name + "{"))
+                   and all(w in line.split("}")[0] for w in wanted))
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

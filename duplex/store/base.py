@@ -107,6 +107,7 @@ class SessionStore(Protocol):
         now: float | None = None,
         epoch: int | None = None,
         turn_id: int | None = None,
+        trim_upto: int | None = None,
     ) -> int: ...
 
     async def read_journal(

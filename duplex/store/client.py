@@ -3,7 +3,11 @@
 ``redis.asyncio.from_url`` alone gives connections *no* retries (research/redis.md
 §4), so a server restart would surface as an error on the first command. We pin
 RESP2 so reply shapes never change under us with a client upgrade, and bound
-every socket wait so a hung (SIGSTOPped) server is an error, not a hang.
+every socket wait so a hung (SIGSTOPped) server is an error, not a hang: per
+command (``socket_timeouts``), or by a caller that bounds each of its calls itself
+(``RedisSessionStore``: one deadline per call or batch). redis-py's per-command
+timeout costs an ``asyncio.wait_for`` task on every send and a timer on every
+reply; in the gateway that was most of its Redis client's CPU.
 
 ``redis+sentinel://HOST:PORT[,HOST:PORT…]/MASTER`` follows the primary that the
 Sentinels name for ``MASTER`` across failovers: each new connection asks them,
@@ -29,10 +33,12 @@ SENTINEL_PORT = 26379
 
 
 def connect(url: str, *, timeout_s: float = 2.0, retries: int = 3,
-            max_connections: int = 256) -> aioredis.Redis:
+            max_connections: int = 256, socket_timeouts: bool = True) -> aioredis.Redis:
     """A lazily connecting client for ``redis://``, ``rediss://`` or ``unix://`` URLs.
 
-    ``timeout_s`` bounds each connect and each reply; a failed or timed-out
+    ``timeout_s`` bounds each connect, each wait for a pooled connection and,
+    with ``socket_timeouts``, each send and reply; without, the caller must bound
+    every call (a hung server would otherwise hang it). A failed or timed-out
     command is retried ``retries`` times with jittered backoff (scripts are safe
     to run twice, so re-sending one is harmless).
     """
@@ -44,12 +50,12 @@ def connect(url: str, *, timeout_s: float = 2.0, retries: int = 3,
     options: dict[str, Any] = {
         "protocol": PROTOCOL,
         "decode_responses": True,
-        "socket_timeout": timeout_s,
+        "socket_timeout": timeout_s if socket_timeouts else None,
         "socket_connect_timeout": timeout_s,
         "retry": Retry(ExponentialWithJitterBackoff(base=0.02, cap=0.5), retries),
     }
     if scheme == "redis+sentinel":
-        return _via_sentinel(url, options, max_connections)
+        return _via_sentinel(url, options, max_connections, timeout_s)
     pool = aioredis.BlockingConnectionPool.from_url(
         url, max_connections=max_connections, timeout=timeout_s, **options)
     return aioredis.Redis(connection_pool=pool)
@@ -79,10 +85,12 @@ def sentinel_target(url: str) -> tuple[list[tuple[str, int]], str, str | None]:
     return sentinels, master, password
 
 
-def _via_sentinel(url: str, options: dict[str, Any], max_connections: int) -> aioredis.Redis:
+def _via_sentinel(url: str, options: dict[str, Any], max_connections: int,
+                  timeout_s: float) -> aioredis.Redis:
     sentinels, master, password = sentinel_target(url)
-    asked = {k: options[k] for k in ("protocol", "decode_responses", "socket_timeout",
-                                     "socket_connect_timeout")}
+    # the Sentinels are asked once per new connection: always with a timeout
+    asked = {k: options[k] for k in ("protocol", "decode_responses", "socket_connect_timeout")}
+    asked["socket_timeout"] = timeout_s
     sentinel = Sentinel(sentinels, sentinel_kwargs=asked, **options)  # type: ignore[no-untyped-call]
     client = sentinel.master_for(master, password=password, max_connections=max_connections)
     return cast(aioredis.Redis, client)

@@ -1,7 +1,10 @@
 """``SessionStore`` on Redis: every mutation is one fenced Lua script (I3, I4).
 
 Reads are plain commands (in a MULTI when they need more than one). Every call
-runs under one deadline, so a hung server costs at most ``timeout_s``.
+runs under one deadline, so a hung server costs at most ``timeout_s``. The
+writes a session makes while it streams (journal appends, renewals, history,
+epochs, trims, detaches) go through ``WriteBatcher``: one pipeline per loop tick
+for every session of the process, each write with its own reply and error.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from duplex.journal import seq_of, stream_id
 from duplex.store import codec, keys
 from duplex.store._scripts import Scripts
 from duplex.store.base import SEQ_PLACEHOLDER, EndState, ExpiredClaim, SessionRecord
+from duplex.store.batch import DEFAULT_LIMITS, BatchLimits, WriteBatcher
 from duplex.store.client import connect, follow_primary
 from duplex.store.errors import domain_error
 
@@ -55,6 +59,7 @@ class RedisSessionStore:
         timeout_s: float | None = 5.0,
         ended_ttl_s: float = 3600.0,
         replica_acks: int = 0,
+        batch_limits: BatchLimits = DEFAULT_LIMITS,
     ) -> None:
         if replica_acks < 0:
             raise ValueError("replica_acks must be >= 0")
@@ -65,6 +70,8 @@ class RedisSessionStore:
         self._wait_ms = max(1, int(1000 * (timeout_s or 5.0) / 2))
         self._ended_ttl_ms = int(ended_ttl_s * 1000)
         self._s = Scripts.register(client)
+        self.batch = WriteBatcher(client, timeout_s=timeout_s, replica_acks=replica_acks,
+                                  wait_ms=self._wait_ms, limits=batch_limits)
 
     async def _run(self, op: str, call: Awaitable[T]) -> T:
         try:
@@ -128,9 +135,8 @@ class RedisSessionStore:
 
     async def renew(self, session_id: str, owner: str, incarnation: int, now: float) -> None:
         sid = keys.checked_id(session_id)
-        await self._run("renew", self._s.renew(
-            keys=[keys.meta(sid), keys.LEASES], args=[sid, owner, incarnation, codec.num(now)]
-        ))
+        await self.batch.write("renew", self._s.renew, [keys.meta(sid), keys.LEASES],
+                               [sid, owner, incarnation, codec.num(now)])
 
     async def close_session(
         self, session_id: str, owner: str, incarnation: int, *, state: EndState = "closed"
@@ -147,9 +153,9 @@ class RedisSessionStore:
 
     async def detach(self, session_id: str, generation: int, now: float) -> bool:
         sid = keys.checked_id(session_id)
-        started: int = await self._run("detach", self._s.detach(
-            keys=[keys.meta(sid), keys.LEASES], args=[sid, generation, codec.num(now)]
-        ))
+        started: int = await self.batch.write("detach", self._s.detach,
+                                              [keys.meta(sid), keys.LEASES],
+                                              [sid, generation, codec.num(now)])
         return started == 1
 
     async def resume(
@@ -172,8 +178,8 @@ class RedisSessionStore:
     async def confirm_token(self, session_id: str, generation: int) -> bool:
         """Attachment ``generation`` holds the rotated token: retire the spent one."""
         sid = keys.checked_id(session_id)
-        done: int = await self._run("confirm_token", self._s.confirm_token(
-            keys=[keys.meta(sid)], args=[generation]))
+        done: int = await self.batch.write("confirm_token", self._s.confirm_token,
+                                           [keys.meta(sid)], [generation])
         return bool(done)
 
     async def take_over(self, session_id: str, new_owner: str, now: float) -> SessionRecord:
@@ -195,17 +201,16 @@ class RedisSessionStore:
         self, session_id: str, owner: str, incarnation: int, config: str
     ) -> None:
         sid = keys.checked_id(session_id)
-        await self._run("set_config", self._s.set_config(
-            keys=[keys.meta(sid)], args=[owner, incarnation, config]
-        ))
+        await self.batch.write("set_config", self._s.set_config, [keys.meta(sid)],
+                               [owner, incarnation, config], size=len(config))
 
     async def bump_epoch(
         self, session_id: str, owner: str, incarnation: int, cancelled_epoch: int
     ) -> int:
         sid = keys.checked_id(session_id)
-        epoch: int = await self._durable(
-            "bump_epoch", self._s.bump_epoch, keys=[keys.meta(sid)],
-            args=[owner, incarnation, cancelled_epoch])
+        epoch: int = await self.batch.write("bump_epoch", self._s.bump_epoch, [keys.meta(sid)],
+                                            [owner, incarnation, cancelled_epoch],
+                                            durable=True)
         return epoch
 
     async def get(self, session_id: str) -> SessionRecord | None:
@@ -312,24 +317,28 @@ class RedisSessionStore:
         now: float | None = None,
         epoch: int | None = None,
         turn_id: int | None = None,
+        trim_upto: int | None = None,
     ) -> int:
         """Journal a contiguous run of events; already journaled seqs are skipped.
 
         ``now`` also counts as activity (last_activity, lease deadline);
-        ``epoch``/``turn_id`` are stored as monotonic high-water marks.
+        ``epoch``/``turn_id`` are stored as monotonic high-water marks;
+        ``trim_upto`` then drops what ``trim_journal`` would.
         """
         if max_len < 1:
             raise ValueError("max_len must be >= 1")
         sid = keys.checked_id(session_id)
         args: list[str | int] = [
             sid, owner, incarnation, max_len,
-            codec.opt_num(now), codec.opt(epoch), codec.opt(turn_id),
+            codec.opt_num(now), codec.opt(epoch), codec.opt(turn_id), codec.opt(trim_upto),
         ]
+        size = 0
         for seq, event in events:
             args += [stream_id(seq), event]
-        last: int = await self._durable(
+            size += len(event)
+        last: int = await self.batch.write(
             "append_events", self._s.append_events,
-            keys=[keys.meta(sid), keys.journal(sid), keys.LEASES], args=args)
+            [keys.meta(sid), keys.journal(sid), keys.LEASES], args, durable=True, size=size)
         return last
 
     async def read_journal(
@@ -368,9 +377,8 @@ class RedisSessionStore:
 
     async def trim_journal(self, session_id: str, upto_seq: int) -> None:
         sid = keys.checked_id(session_id)
-        await self._run("trim_journal", self._s.trim_journal(
-            keys=[keys.meta(sid), keys.journal(sid)], args=[upto_seq]
-        ))
+        await self.batch.write("trim_journal", self._s.trim_journal,
+                               [keys.meta(sid), keys.journal(sid)], [upto_seq])
 
     # -- conversation history (I6) -----------------------------------------------
 
@@ -388,28 +396,28 @@ class RedisSessionStore:
         True when the item is new; an existing id only has its JSON replaced.
         """
         sid = keys.checked_id(session_id)
-        inserted: int = await self._run("history_append", self._s.history_append(
-            keys=[keys.meta(sid), keys.history(sid), keys.items(sid)],
-            args=[owner, incarnation, item_id, item_json, previous_item_id or ""],
-        ))
+        inserted: int = await self.batch.write(
+            "history_append", self._s.history_append,
+            [keys.meta(sid), keys.history(sid), keys.items(sid)],
+            [owner, incarnation, item_id, item_json, previous_item_id or ""],
+            size=len(item_json))
         return inserted == 1
 
     async def history_replace(
         self, session_id: str, owner: str, incarnation: int, item_id: str, item_json: str
     ) -> None:
         sid = keys.checked_id(session_id)
-        await self._run("history_replace", self._s.history_replace(
-            keys=[keys.meta(sid), keys.items(sid)], args=[owner, incarnation, item_id, item_json]
-        ))
+        await self.batch.write("history_replace", self._s.history_replace,
+                               [keys.meta(sid), keys.items(sid)],
+                               [owner, incarnation, item_id, item_json], size=len(item_json))
 
     async def history_delete(
         self, session_id: str, owner: str, incarnation: int, item_id: str
     ) -> bool:
         sid = keys.checked_id(session_id)
-        removed: int = await self._run("history_delete", self._s.history_delete(
-            keys=[keys.meta(sid), keys.history(sid), keys.items(sid)],
-            args=[owner, incarnation, item_id],
-        ))
+        removed: int = await self.batch.write(
+            "history_delete", self._s.history_delete,
+            [keys.meta(sid), keys.history(sid), keys.items(sid)], [owner, incarnation, item_id])
         return removed == 1
 
     async def history(self, session_id: str) -> list[str]:
@@ -427,4 +435,5 @@ class RedisSessionStore:
         await self._run("ping", self._r.ping())
 
     async def close(self) -> None:
+        await self.batch.close()
         await self._r.aclose()

@@ -1,6 +1,7 @@
 """Payloads the cascade stages pass to each other (opaque to the orchestrator).
 
-Stage 0 → 1: ``UserTurn``; stage 1 → 2: ``Clause``; stage 2 output:
+Stage 0 → 1: ``UserTurn``, and ``Draft`` (a guess at the turn in progress);
+stage 1 → 2: ``Clause``; stage 2 output:
 ``SpokenClause`` and, after the last clause of a reply, ``plugins.base.EndOfResponse``.
 """
 
@@ -19,6 +20,18 @@ class UserTurn:
     item_id: str
     text: str
     respond: bool  # the thinker should answer right away
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """Stage 0 → 1: the words of the user's turn so far, at a pause. The thinker
+    may start on a reply to them; if the turn ends with these words, that reply
+    is the turn's (``plugins.base.PromptChunk.speculative``). ``warm``: words
+    heard while the user still speaks, only to prefill (the turn's start is
+    then in the cache when it ends)."""
+
+    text: str
+    warm: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,10 @@ state is the stages' request state and a ~2 KB VAD state.
 Other models can be swapped in by path: ``DUPLEX_GATEWAY_ASR_MODEL`` (a
 CTranslate2 Whisper directory), ``DUPLEX_GATEWAY_TTS_VOICE`` (a piper ``.onnx``
 voice), and the thinker with ``DUPLEX_GATEWAY_LLM_ENGINE``/``_MODEL``/``_THREADS``
-(``plugins.cascade.llm``).
+(``plugins.cascade.llm``). ``DUPLEX_GATEWAY_DRAFT_PAUSE_MS`` (default
+``plugins.cascade.listener.DRAFT_PAUSE_MS``; 0 turns drafts off): the pause
+after which the listener drafts the turn so far and the thinker starts its
+reply before the turn detector's silence window closes.
 """
 
 from __future__ import annotations
@@ -34,13 +37,14 @@ from plugins.base import (
     VoiceActivityDetector,
 )
 from plugins.cascade import projection
-from plugins.cascade.listener import ListenerModel, WhisperAsr
+from plugins.cascade.listener import DRAFT_PAUSE_MS, ListenerModel, WhisperAsr
 from plugins.cascade.llm import LlmChoice
 from plugins.cascade.talker import PiperTts, TalkerModel
 from plugins.cascade.thinker import ThinkerAdapter
 from plugins.cascade.vad import SileroVad, load_model
 from plugins.listen_think_speak import ListenThinkSpeakPlan
 
+DRAFT_PAUSE_ENV = "DUPLEX_GATEWAY_DRAFT_PAUSE_MS"
 LISTEN_RATE = 16000
 SPEAK_RATE = 22050
 
@@ -53,6 +57,15 @@ def _require(module: str, extra: str) -> None:
                            "(see the README)")
 
 
+def _draft_pause_ms(value: str | None) -> int:
+    if value is None or value == "":
+        return DRAFT_PAUSE_MS
+    if not value.isdigit():
+        raise ValueError(f"{DRAFT_PAUSE_ENV}={value!r}: a whole number of milliseconds "
+                         "(0 turns drafts off)")
+    return int(value)
+
+
 class CascadePlugin:
     def __init__(self) -> None:
         self.capabilities = Capabilities(
@@ -61,6 +74,7 @@ class CascadePlugin:
         self._tts = PiperTts(os.environ.get("DUPLEX_GATEWAY_TTS_VOICE") or None)
         self._llm: LlmChoice | None = None  # read from the environment by load()
         self._llm_model: str | None = None  # as the engine takes it, once loaded
+        self._draft_pause_ms = _draft_pause_ms(os.environ.get(DRAFT_PAUSE_ENV))
 
     def load(self, progress: Progress) -> None:
         self._llm = llm = LlmChoice.from_env()
@@ -88,7 +102,7 @@ class CascadePlugin:
         if self._llm is None or self._llm_model is None:
             raise RuntimeError("load() the cascade plugin before asking for its stages")
         return [
-            InProcessStage("listen", ListenerModel(self._asr)),
+            InProcessStage("listen", ListenerModel(self._asr, draft_pause_ms=self._draft_pause_ms)),
             self._llm.stage("think", ThinkerAdapter(), self._llm_model),
             InProcessStage("speak", TalkerModel(self._tts)),
         ]

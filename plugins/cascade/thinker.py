@@ -22,6 +22,14 @@ Payloads (what the session runner and the listener send):
   without the model (a 135M model answering nothing says something random;
   the fixed line is instant and honest). An empty turn without ``respond``
   adds nothing.
+- ``Draft(text)``: the words of a turn in progress, at a pause: a guess
+  (``PromptChunk.speculative``) at the chunk that ``UserTurn(text,
+  respond=True)`` would be, planned on a copy of the state. When the turn
+  ends with the same words, the engine's reply to the guess is the turn's.
+  A draft without words withdraws the guess (the user went on speaking). A
+  ``warm`` draft (the user still speaking) is a guess that only prefills the
+  turn's start and samples one token: never the reply, but the real turn
+  then finds its first words in the cache.
 - ``duplex.effects.StartResponse(fence, response_id, instructions)``: open an
   assistant turn and generate for ``fence.turn_id``; ``instructions`` (when
   given) go in as a system turn just before.
@@ -47,7 +55,7 @@ from typing import Any
 from duplex import effects as fx
 from duplex.fence import Fence
 from plugins.base import Context, PromptChunk, StageResult
-from plugins.cascade.payloads import Clause, UserTurn
+from plugins.cascade.payloads import Clause, Draft, UserTurn
 
 # The user's facts are said to belong to the user: a small model otherwise answers
 # "what is mine?" with the user's own name as its own.
@@ -281,6 +289,8 @@ class ThinkerAdapter:
             return self._context(state, payload)
         if isinstance(payload, UserTurn):
             return self._user_turn(state, payload)
+        if isinstance(payload, Draft):
+            return self._draft(state, payload)
         if isinstance(payload, fx.StartResponse):
             return self._respond(state, payload)
         raise TypeError(f"cascade thinker cannot take {type(payload).__name__}")
@@ -312,6 +322,21 @@ class ThinkerAdapter:
         if not turn.respond:
             return PromptChunk(head + body, tag=tag)
         return self._generating(state, head + body, tag)
+
+    def _draft(self, state: ThinkerState, draft: Draft) -> PromptChunk | None:
+        """The guess: the reply ``UserTurn(draft.text, respond=True)`` would ask
+        for, planned on a copy (the state stays as it was); without words, a
+        guess at nothing to generate, which withdraws the last one."""
+        text = self.markup.scrub(draft.text).strip()
+        if not text:
+            return PromptChunk(speculative=True)
+        copy = replace(state, messages=list(state.messages))
+        if draft.warm:
+            head = self._prologue(copy, self._seq(copy), None)
+            return PromptChunk(head + self.markup.opening("user") + text, generate=True,
+                               max_tokens=1, speculative=True)
+        chunk = self._user_turn(copy, UserTurn(state.fence.turn_id, "", draft.text, True))
+        return None if chunk is None else replace(chunk, speculative=True)
 
     def _respond(self, state: ThinkerState, respond: fx.StartResponse) -> PromptChunk:
         seq = self._seq(state)

@@ -23,7 +23,7 @@ from plugins.cascade.listener import (
     WhisperAsr,
     speech_span,
 )
-from plugins.cascade.payloads import UserTurn
+from plugins.cascade.payloads import Draft, UserTurn
 from plugins.cascade.projection import project
 
 RATE = 16000
@@ -59,9 +59,9 @@ def tone(ms: int, amplitude: float = 0.3) -> Pcm:
     return (amplitude * 32767 * np.sin(2 * np.pi * 300 * t)).astype(np.int16)
 
 
-def units(pcm: Pcm) -> list[AudioUnit]:
+def units(pcm: Pcm, *, drafts: bool = False) -> list[AudioUnit]:
     step = RATE * UNIT_MS // 1000
-    return [AudioUnit(pcm[i : i + step]) for i in range(0, pcm.size, step)]
+    return [AudioUnit(pcm[i : i + step], drafts) for i in range(0, pcm.size, step)]
 
 
 def run(listener: ListenerModel, state: ListenState, payloads: list[Any]) -> list[StageResult]:
@@ -158,6 +158,95 @@ def test_projection_of_a_user_turn() -> None:
     assert project(0, UserTurn(1, "item_1", "hi", True)) == [Transcript("item_1", "hi")]
     with pytest.raises(TypeError):
         project(1, UserTurn(1, "item_1", "hi", True))
+
+
+# -- drafts at a pause ---------------------------------------------------------------
+
+
+class CountingAsr(FakeAsr):
+    """Says how many transcriptions it has made so far ("words 1", "words 2", ...)."""
+
+    def transcribe(self, pcm16k: npt.NDArray[Any]) -> str:
+        super().transcribe(pcm16k)
+        return f"words {len(self.heard)}"
+
+
+def payloads(results: list[StageResult]) -> list[Any]:
+    return [r.payload for r in results]
+
+
+def test_a_pause_drafts_the_turn_and_the_commit_reuses_the_draft() -> None:
+    asr = CountingAsr()
+    listener = ListenerModel(asr)
+    state = listener.open(FENCE)
+    speech = np.concatenate((silence(300), tone(800)))
+    before = run(listener, state, units(speech, drafts=True))
+    assert before == []  # no pause yet
+    paused = run(listener, state, units(silence(200), drafts=True))
+    assert paused == [StageResult(Draft("words 1"), segment_finished=True, visible=False)]
+    later = run(listener, state, [*units(silence(400), drafts=True), commit(4, respond=True)])
+    # one draft per pause, and the commit's words are the draft's: no second decode
+    assert payloads(later) == [UserTurn(4, "item_4", "words 1", True)]
+    assert len(asr.heard) == 1
+    assert later[0].visible and not paused[0].visible
+
+
+def test_speech_after_the_draft_makes_it_stale() -> None:
+    asr = CountingAsr()
+    listener = ListenerModel(asr, warm_every_ms=0)
+    state = listener.open(FENCE)
+    results = run(listener, state, [*units(tone(600), drafts=True),
+                                    *units(silence(300), drafts=True),
+                                    *units(tone(500), drafts=True),
+                                    *units(silence(300), drafts=True),
+                                    *units(tone(400), drafts=True),
+                                    commit(5, respond=True)])
+    # a draft at each pause, withdrawn when the speech goes on; speech after the
+    # last one: the commit decodes afresh
+    assert payloads(results) == [Draft("words 1"), Draft(""), Draft("words 2"), Draft(""),
+                                 UserTurn(5, "item_5", "words 3", True)]
+    # each draft heard all the speech so far
+    assert asr.heard[0].size < asr.heard[1].size < asr.heard[2].size
+
+
+def test_long_speech_is_heard_while_it_goes_on_to_warm_the_thinker() -> None:
+    asr = CountingAsr()
+    listener = ListenerModel(asr)
+    state = listener.open(FENCE)
+    results = run(listener, state, [*units(np.concatenate((silence(200), tone(2700))),
+                                           drafts=True),
+                                    *units(silence(300), drafts=True)])
+    # one warm draft a second of speech (the first after 1 s), then the pause's draft
+    assert payloads(results) == [Draft("words 1", warm=True), Draft("words 2", warm=True),
+                                 Draft("words 3")]
+    assert [r.visible for r in results] == [False] * 3
+
+
+def test_no_drafts_without_the_flag_nor_for_a_blip_and_none_after_a_discard() -> None:
+    asr = CountingAsr()
+    listener = ListenerModel(asr)
+    state = listener.open(FENCE)
+    assert run(listener, state, units(np.concatenate((tone(800), silence(600))))) == []
+    assert run(listener, state, [discard(), *units(tone(200), drafts=True),
+                                 *units(silence(600), drafts=True)]) == []  # under 250 ms
+    assert asr.heard == []
+    run(listener, state, units(np.concatenate((tone(800), silence(300))), drafts=True))
+    assert state.drafted is not None
+    run(listener, state, [discard()])
+    assert state.drafted is None and state.loudness.first_loud < 0
+
+
+def test_loudness_counts_frames_across_units_of_any_size() -> None:
+    state = ListenState()
+    pcm = np.concatenate((silence(100), tone(500), silence(260)))
+    for i in range(0, pcm.size, 333):  # units that do not divide a 20 ms frame
+        state.append(pcm[i : i + 333])
+    loud = state.loudness
+    assert loud.frames == pcm.size // (RATE * 20 // 1000)
+    assert (loud.first_loud, loud.last_loud) == (5, 29)
+    assert loud.paused_after_speech(260) and not loud.paused_after_speech(280)  # 260 ms quiet
+    span = speech_span(pcm)
+    assert span is not None and span == (loud.first_loud * 320, (loud.last_loud + 1) * 320)
 
 
 # -- the real model ------------------------------------------------------------------

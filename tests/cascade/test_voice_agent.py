@@ -69,22 +69,29 @@ def reply_audio(events: list[dict[str, Any]], response_id: str) -> np.ndarray:
     return np.concatenate(chunks) if chunks else np.zeros(0, np.int16)
 
 
-async def turn(c: RealtimeClient, voice: Any, text: str) -> tuple[str, dict[str, Any]]:
-    """Speak ``text``; return what the server heard and its completed response."""
+async def turn(c: RealtimeClient, voice: Any, text: str, *,
+               live: bool = False) -> tuple[str, dict[str, Any]]:
+    """Speak ``text`` (``live``: at the pace of speech, else all at once); return
+    what the server heard and its completed response."""
     start = len(c.events)
-    await c.append(say(voice, text))
+    await (c.stream if live else c.append)(say(voice, text))
     heard = await c.until("conversation.item.input_audio_transcription.completed", timeout=60)
     done = await c.until("response.done", timeout=90)
     assert [e for e in c.events[start:] if e["type"] == "error"] == []
     return heard["transcript"], done
 
 
+async def guesses(agent: GatewayProcess, outcome: str) -> float:
+    return await agent.metric("duplex_stage_guesses_total", stage="think", outcome=outcome)
+
+
 async def test_a_spoken_question_gets_a_spoken_answer(agent: GatewayProcess, voice: Any,
                                                       ears: Any) -> None:
+    adopted = await guesses(agent, "adopted")
     c = await RealtimeClient.connect(agent.ws)
     try:
         await c.recv()
-        heard, done = await turn(c, voice, "What is the capital of France?")
+        heard, done = await turn(c, voice, "What is the capital of France?", live=True)
         assert {"capital", "france"} <= words(heard), heard
         assert done["response"]["status"] == "completed"
         text = done["response"]["output"][0]["content"][0]["transcript"]
@@ -94,6 +101,9 @@ async def test_a_spoken_question_gets_a_spoken_answer(agent: GatewayProcess, voi
         assert "paris" in words(text), text
         assert "paris" in words(spoken), spoken  # and Whisper hears it said
         assert done["timings_ms"]["first_audio"] > 0
+        # the reply began at the pause, before the turn ended: the thinker's
+        # guess at the words heard so far was the turn's
+        assert await guesses(agent, "adopted") == adopted + 1
     finally:
         await c.close()
 
@@ -134,6 +144,7 @@ async def test_push_to_talk_replies_are_built_after_the_turn_is_heard(
     a long turn than the thinker over its first clause, so a reply that did not
     wait for the transcript would be heard before it; it must come after, and
     answer the turn."""
+    started = await guesses(agent, "started")
     c = await RealtimeClient.connect(agent.ws)
     try:
         await c.recv()
@@ -155,6 +166,8 @@ async def test_push_to_talk_replies_are_built_after_the_turn_is_heard(
         assert "secret" in words(events[heard]["transcript"]), events[heard]
         reply = done["response"]["output"][0]["content"][0]["transcript"]
         assert "pineapple" in reply.lower(), reply
+        # without turn detection no turn is answered on its own: nothing to guess
+        assert await guesses(agent, "started") == started
     finally:
         await c.close()
 

@@ -47,6 +47,16 @@ class RealtimeClient:
         for start in range(0, len(pcm), step):
             await self.send("input_audio_buffer.append", audio=b64(pcm[start:start + step]))
 
+    async def stream(self, pcm: np.ndarray, frame_ms: int = 20) -> None:
+        """``append`` at the pace of speech: frame *i* goes at start + *i* frames
+        (a microphone, not a file upload)."""
+        loop = asyncio.get_running_loop()
+        step = RATE * frame_ms // 1000
+        t0 = loop.time()
+        for i, start in enumerate(range(0, len(pcm), step)):
+            await asyncio.sleep(max(0.0, t0 + i * frame_ms / 1000 - loop.time()))
+            await self.send("input_audio_buffer.append", audio=b64(pcm[start:start + step]))
+
     async def recv(self, timeout: float = 15.0) -> dict[str, Any]:
         event = json.loads(await asyncio.wait_for(self.ws.recv(), timeout))
         self.events.append(event)

@@ -7,7 +7,8 @@ Chunks in order and attributed to their chunk, context-only chunks prefilled
 and silent, the prompt cache resuming each turn (measured in tokens, not
 time), abort (prompt, idempotent, no re-add, the slot free again), requests
 kept apart, backpressure, a full context restarted or failed cleanly,
-readiness and start failures, shutdown.
+readiness and start failures, shutdown; guesses (speculative chunks) adopted
+when right, dropped without a trace when wrong.
 """
 
 from __future__ import annotations
@@ -48,6 +49,15 @@ class Gen:
     label: str
     text: str
     n: int
+
+
+@dataclass(frozen=True)
+class Guess:
+    text: str
+    n: int
+
+
+WITHDRAW = object()
 
 
 @dataclass(frozen=True)
@@ -93,6 +103,11 @@ class EchoAdapter:
                 return PromptChunk(text)
             case Gen(label=label, text=text, n=n):
                 return PromptChunk(text, generate=True, max_tokens=n, tag=label)
+            case _ if payload is WITHDRAW:
+                return PromptChunk(speculative=True)
+            case Guess(text=text, n=n):
+                return PromptChunk(text, generate=True, max_tokens=n, tag="guess",
+                                   speculative=True)
             case Canned(label=label):
                 return PromptChunk(f"canned {label}", emit=(StageResult(Piece(label, "", True)),))
             case Boom(where="plan"):
@@ -406,3 +421,141 @@ async def test_a_missing_model_file_fails_the_start(tmp_path: Any) -> None:
     with pytest.raises(RuntimeError):
         await asyncio.wait_for(engine.run(), 60)
     assert "failed to start" in engine.readiness()
+
+
+# -- guesses -------------------------------------------------------------------------
+
+
+async def until(check: Callable[[], bool], timeout: float = 120) -> None:
+    """Wait for an engine-side condition (the engine has no event for it)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
+async def reply_text(t: Tiny, rid: str) -> tuple[set[str], str]:
+    got = await pieces(t, rid, 1)
+    return {p.label for p in got}, "".join(p.delta for p in got)
+
+
+async def control(t: Tiny, text: str, n: int) -> str:
+    """The reply to ``text`` in a fresh request, without guessing (greedy: the same
+    tokens every time)."""
+    rid, fence = fresh("control")
+    await t.engine.submit_initial(rid, fence, Ctx(SYSTEM))
+    await t.engine.submit_update(rid, Gen("control", user(text), n))
+    _, reply = await reply_text(t, rid)
+    await t.engine.abort([rid])
+    return reply
+
+
+@pytest.mark.parametrize("when", ["still generating", "already finished"])
+async def test_a_guess_the_turn_confirms_is_its_reply(tiny: Tiny, when: str) -> None:
+    question, n = "Count from one to twenty.", 40
+    expected = await control(tiny, question, n)
+    counts = dict(tiny.engine.guesses)
+    rid, fence = fresh()
+    await tiny.engine.submit_initial(rid, fence, Ctx(SYSTEM))
+    # the guess waits for the context's prefill, then starts
+    await tiny.engine.submit_update(rid, Guess(user(question), n))
+    field = "finished" if when == "already finished" else "started"
+    await until(lambda: tiny.engine.guesses[field] > counts.get(field, 0))
+    assert tiny.router.pending(rid) == 0  # a guess says nothing by itself
+    await tiny.engine.submit_update(rid, Gen("turn", user(question), n))
+    labels, reply = await reply_text(tiny, rid)
+    assert (labels, reply) == ({"turn"}, expected)
+    assert tiny.engine.guesses["adopted"] == counts.get("adopted", 0) + 1
+    # one completion for the turn: the guess's (the context's, then the reply's)
+    mine = prefills_of(tiny.engine, rid)
+    assert [p.generate for p in mine] == [False, True]
+    # the reply is in the context: the next turn prefills only itself
+    await tiny.engine.submit_update(rid, Gen("next", "<|im_end|>\n" + user("Thanks!"), 4))
+    await reply_text(tiny, rid)
+    last = prefills_of(tiny.engine, rid)[-1]
+    assert last.usage.prompt_tokens - last.usage.cached_tokens <= 20, last
+    await tiny.engine.abort([rid])
+
+
+async def test_a_wrong_guess_is_dropped_without_a_trace(tiny: Tiny) -> None:
+    expected = await control(tiny, "Say hello.", 8)
+    dropped = tiny.engine.guesses["dropped"]
+    rid, fence = fresh()
+    await tiny.engine.submit_initial(rid, fence, Ctx(SYSTEM))
+    started = tiny.engine.guesses["started"]
+    await tiny.engine.submit_update(rid, Guess(user("Tell me a long story about a ship."), 200))
+    await until(lambda: tiny.engine.guesses["started"] > started)
+    await tiny.engine.submit_update(rid, Gen("turn", user("Say hello."), 8))
+    assert await reply_text(tiny, rid) == ({"turn"}, expected)
+    assert tiny.engine.guesses["dropped"] == dropped + 1
+    # the turn ran in the guess's slot: the context came from its cache
+    turn = prefills_of(tiny.engine, rid)[-1]
+    context = prefills_of(tiny.engine, rid)[0].usage.prompt_tokens
+    assert turn.usage.cached_tokens >= context - 1, turn
+    await tiny.engine.abort([rid])
+
+
+async def test_a_newer_guess_replaces_the_older_one(tiny: Tiny) -> None:
+    expected = await control(tiny, "Name a fruit.", 8)
+    before = dict(tiny.engine.guesses)
+    rid, fence = fresh()
+    await tiny.engine.submit_initial(rid, fence, Ctx(SYSTEM))
+    await tiny.engine.submit_update(rid, Guess(user("Name a"), 100))
+    await until(lambda: tiny.engine.guesses["started"] > before.get("started", 0))
+    await tiny.engine.submit_update(rid, Guess(user("Name a fruit."), 8))
+    # the older guess stops at its next token; the newer starts once it has let go
+    await until(lambda: tiny.engine.guesses["started"] > before.get("started", 0) + 1)
+    await tiny.engine.submit_update(rid, Guess(user("Name a fruit."), 8))  # the same: kept
+    await tiny.engine.submit_update(rid, Gen("turn", user("Name a fruit."), 8))
+    assert await reply_text(tiny, rid) == ({"turn"}, expected)
+    after = tiny.engine.guesses
+    assert after["started"] - before.get("started", 0) == 2
+    assert after["dropped"] - before.get("dropped", 0) == 1
+    assert after["adopted"] - before.get("adopted", 0) == 1
+    await tiny.engine.abort([rid])
+
+
+async def test_a_withdrawn_guess_stops_and_a_later_one_runs(tiny: Tiny) -> None:
+    expected = await control(tiny, "Name a fruit.", 8)
+    before = dict(tiny.engine.guesses)
+    rid, fence = fresh()
+    await tiny.engine.submit_initial(rid, fence, Ctx(SYSTEM))
+    await tiny.engine.submit_update(rid, Guess(user("Tell me a very long story."), 400))
+    await until(lambda: tiny.engine.guesses["started"] > before.get("started", 0))
+    await tiny.engine.submit_update(rid, WITHDRAW)
+    await tiny.engine.submit_update(rid, WITHDRAW)  # nothing left to withdraw: a no-op
+    await tiny.engine.submit_update(rid, Guess(user("Name a fruit."), 8))
+    await until(lambda: tiny.engine.guesses["started"] > before.get("started", 0) + 1)
+    await tiny.engine.submit_update(rid, Gen("turn", user("Name a fruit."), 8))
+    assert await reply_text(tiny, rid) == ({"turn"}, expected)
+    after = tiny.engine.guesses
+    assert after["dropped"] - before.get("dropped", 0) == 1
+    assert after["adopted"] - before.get("adopted", 0) == 1
+    await tiny.engine.abort([rid])
+
+
+async def test_no_guessing_while_a_reply_generates(tiny: Tiny) -> None:
+    started = tiny.engine.guesses["started"]
+    rid, fence = fresh()
+    await tiny.engine.submit_initial(rid, fence, Gen("long", SYSTEM + user("Count to ten."), 30))
+    await tiny.engine.submit_update(rid, Guess(user("Hi."), 4))
+    got = await pieces(tiny, rid, 1)
+    assert {p.label for p in got} == {"long"}
+    assert tiny.engine.guesses["started"] == started
+    await tiny.engine.abort([rid])
+
+
+async def test_abort_during_a_guess_frees_the_slot(tiny: Tiny) -> None:
+    rid, fence = fresh()
+    await tiny.engine.submit_initial(rid, fence, Ctx(SYSTEM))
+    started = tiny.engine.guesses["started"]
+    await tiny.engine.submit_update(rid, Guess(user("Tell me a very long story."), 400))
+    await until(lambda: tiny.engine.guesses["started"] > started)
+    await tiny.engine.abort([rid])
+    others = [fresh("after-guess") for _ in range(2)]  # both slots, at once
+    for other, other_fence in others:
+        await tiny.engine.submit_initial(other, other_fence, Gen("ok", SYSTEM + user("Hi."), 6))
+    for other, _ in others:
+        await pieces(tiny, other, 1)
+    assert tiny.router.pending(rid) == 0
+    await tiny.engine.abort([o for o, _ in others])

@@ -115,6 +115,19 @@ async def test_bounds_and_trim(session: SessionRecord, store: RedisSessionStore)
     assert await store.journal_bounds("unknown") == (None, 0)
 
 
+async def test_an_append_trims_in_the_same_round_trip(
+        session: SessionRecord, store: RedisSessionStore) -> None:
+    await store.append_events("s1", OWNER, 1, events(1, 4), max_len=100, trim_upto=9)
+    assert await store.journal_bounds("s1") == (None, 4)  # capped at last_seq: all, no more
+    await store.append_events("s1", OWNER, 1, events(5, 8), max_len=100)
+    assert await store.append_events("s1", OWNER, 1, events(9, 9), max_len=100,
+                                     trim_upto=6) == 9
+    assert await store.read_journal("s1", 0) == events(7, 9)
+    with pytest.raises(LeaseLost):  # fenced first: a stale owner trims nothing
+        await store.append_events("s1", "gw-b", 1, events(10, 10), max_len=100, trim_upto=8)
+    assert await store.journal_bounds("s1") == (7, 9)
+
+
 async def test_negative_cursor_is_invalid(store: RedisSessionStore) -> None:
     with pytest.raises(InvalidRequest):
         await store.read_journal("s1", -1)

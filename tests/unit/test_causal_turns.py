@@ -50,6 +50,10 @@ class View:
     def history(self) -> tuple[HistoryItem, ...]:
         return tuple(HistoryItem(r, t) for r, t in self.core.history() if t)
 
+    @property
+    def auto_respond(self) -> bool:
+        return False
+
 
 @dataclass
 class Thinker:

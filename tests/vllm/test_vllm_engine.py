@@ -46,6 +46,13 @@ class Gen:
 
 
 @dataclass(frozen=True)
+class Guess:
+    label: str
+    text: str
+    n: int
+
+
+@dataclass(frozen=True)
 class Canned:
     label: str
 
@@ -94,6 +101,9 @@ class EchoAdapter:
                 return PromptChunk(text)
             case Gen(label=label, text=text, n=n):
                 return PromptChunk(text, generate=True, max_tokens=n, tag=label)
+            case Guess(label=label, text=text, n=n):
+                return PromptChunk(text, generate=True, max_tokens=n, tag=label,
+                                   speculative=True)
             case Canned(label=label):
                 return PromptChunk(f"canned {label}", emit=(StageResult(Piece(label, "", True)),))
             case Boom(where="plan"):
@@ -202,6 +212,17 @@ async def test_one_request_holds_many_turns(tiny: Tiny) -> None:
         await tiny.engine.submit_update(rid, Gen(f"T{turn}", f" turn {turn}", 6))
         got = await pieces(tiny, rid, 1)
         assert {p.label for p in got} == {f"T{turn}"}
+    await tiny.engine.abort([rid])
+
+
+async def test_guesses_are_ignored(tiny: Tiny) -> None:
+    """vLLM runs no guesses: a speculative chunk adds nothing, says nothing."""
+    rid, fence = fresh()
+    await tiny.engine.submit_initial(rid, fence, Ctx("<|im_start|>system\nhi<|im_end|>\n"))
+    await tiny.engine.submit_update(rid, Guess("guess", " a guess", 6))
+    await tiny.engine.submit_update(rid, Gen("T", " turn", 6))
+    got = await pieces(tiny, rid, 1)
+    assert {p.label for p in got} == {"T"}
     await tiny.engine.abort([rid])
 
 

@@ -2,10 +2,12 @@
 -- Seqs already journaled are skipped (a re-sent batch is never stored twice).
 -- KEYS: meta, journal, leases
 -- ARGV: sid, owner, incarnation, max_len, now ('' = keep), epoch ('' = keep),
---       turn_id ('' = keep), then pairs of (stream id "<seq>-1", event JSON)
+--       turn_id ('' = keep), trim_upto ('' = none: trim_journal.lua folded in,
+--       so bounding the journal costs no round trip of its own), then pairs of
+--       (stream id "<seq>-1", event JSON)
 local meta, journal = KEYS[1], KEYS[2]
 fenced(meta, ARGV[2], ARGV[3])
-local FIRST = 8
+local FIRST = 9
 local last = tonumber(redis.call('HGET', meta, 'last_seq'))
 
 local seqs, prev = {}, nil
@@ -29,6 +31,12 @@ end
 if prev and prev > last then
   last = prev
   redis.call('HSET', meta, 'last_seq', last)
+end
+if ARGV[8] ~= '' then  -- as trim_journal.lua: never past last_seq
+  local upto = math.min(tonumber(ARGV[8]), last)
+  if upto >= 1 then
+    redis.call('XTRIM', journal, 'MINID', '=', string.format('%d-0', upto + 1))
+  end
 end
 raise_to(meta, 'epoch', ARGV[6])
 raise_to(meta, 'turn_id', ARGV[7])

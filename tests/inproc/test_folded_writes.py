@@ -1,0 +1,69 @@
+"""Writes folded into journal appends: a session that journaled lately makes no
+renew round trip of its own (an idle one still renews), and the journal's age and
+byte bounds are kept by the appends, not by trim round trips."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from client import b64, silence
+from harness import MemorySocket, connect, running_app
+from starlette.applications import Starlette
+
+from gateway.gateway import Gateway
+
+
+async def input_then_sync(s: MemorySocket) -> None:
+    """A command (which may renew), then one the worker answers after it."""
+    s.send({"type": "input_audio_buffer.append", "audio": b64(silence(0.02))})
+    s.send({"type": "input_audio_buffer.clear"})
+    await s.until("input_audio_buffer.cleared")
+
+
+async def test_a_journal_write_renews_the_lease_and_an_idle_session_still_renews(
+        app: tuple[Starlette, Gateway], monkeypatch: pytest.MonkeyPatch) -> None:
+    starlette, gateway = app
+    renewed: list[str] = []
+    real = gateway.store.renew
+
+    async def renew(session_id: str, *args: Any) -> None:
+        renewed.append(session_id)
+        await real(session_id, *args)
+
+    monkeypatch.setattr(gateway.store, "renew", renew)
+    s = await connect(starlette)
+    sid = (await s.until("session.created"))["session"]["id"]
+    runner = gateway.runners[sid]
+    # session.created was journaled (with the time) a moment ago: that was the renewal
+    await input_then_sync(s)
+    assert renewed == []
+    record = await gateway.store.get(sid)
+    assert record is not None and record.last_activity == runner.emitter.renewed_at
+    # nothing journaled for longer than renew_every_s: the next command renews
+    runner.emitter.renewed_at -= 2 * runner.limits.renew_every_s
+    await input_then_sync(s)
+    assert renewed == [sid]
+    assert s.of("error") == []
+
+
+async def test_the_appends_keep_the_journal_within_its_byte_bound(
+        redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bound = 1500  # session.created is some 750 bytes
+    async with running_app(redis_url, tmp_path, resume_replay_max_bytes=bound) as (app, gw):
+        async def no_trim(*args: Any) -> None:
+            raise AssertionError("a trim round trip")
+
+        monkeypatch.setattr(gw.store, "trim_journal", no_trim)
+        s = await connect(app)
+        sid = (await s.until("session.created"))["session"]["id"]
+        for _ in range(20):
+            await input_then_sync(s)  # one event each, some 90 bytes
+        oldest, last = await gw.store.journal_bounds(sid)
+        assert oldest is not None and oldest > 1
+        kept = await gw.store.read_journal(sid, 0)
+        assert sum(len(text) for _, text in kept) <= bound
+        assert [seq for seq, _ in kept] == list(range(oldest, last + 1))
+        assert last == s.events[-1]["server_event_seq"]
+        assert s.of("error") == []
