@@ -5,10 +5,11 @@ against a bare ``websockets`` echo server (the floor), side by side.
                                     [--gateway-url ws://HOST:PORT/v1/realtime]
                                     [--echo-url ws://HOST:PORT/] [--quick]
                                     [--client-procs 1] [--targets gateway,echo]
-                                    [--workers 1]
+                                    [--workers 1] [--binary] [--echo-arg=--stack=uvicorn]
 
 Each session is one asyncio task streaming 20 ms frames of 24 kHz PCM16 mono as
-``input_audio_buffer.append`` JSON, paced on an absolute ``loop.time()``
+``input_audio_buffer.append`` JSON (``--binary``: binary PCM16 messages to the
+gateway), paced on an absolute ``loop.time()``
 schedule (frame i is due at t0 + i * 20 ms; no drift), in a loop of ~1.5 s of a
 440 Hz tone then ~1.5 s of silence, so the gateway's server VAD commits a turn
 every 3 s and the tone plugin answers with audio while the next tone streams
@@ -173,7 +174,8 @@ async def _read_events(ws: Any, target: str, st: SessionStats,
 
 
 async def _stream(ws: Any, st: SessionStats, t0: float, total: int, tone: list[str],
-                  silence: str, loop: asyncio.AbstractEventLoop) -> None:
+                  silence: str, loop: asyncio.AbstractEventLoop, binary: bool) -> None:
+    raw = {audio: base64.b64decode(audio) for audio in [*tone, silence]} if binary else {}
     for i in range(total):
         due = t0 + i * FRAME_S
         now = loop.time()
@@ -183,7 +185,8 @@ async def _stream(ws: Any, st: SessionStats, t0: float, total: int, tone: list[s
         audio = tone[k % CYCLE] if k >= 0 and k % CYCLE < TONE_FRAMES else silence
         st.sent_at.append(loop.time())
         try:
-            await ws.send(_message(i, audio))
+            # --binary: the gateway's extension, the frame's PCM16 as a binary message
+            await ws.send(raw[audio] if binary else _message(i, audio))
         except ConnectionClosed as exc:  # the server ended the session: count it, stop
             code = f"connection_closed_{exc.rcvd.code if exc.rcvd else 'abnormally'}"
             st.errors[code] = st.errors.get(code, 0) + 1
@@ -238,7 +241,8 @@ async def worker_main(args: argparse.Namespace) -> None:
     cpu0 = time.process_time()
     # frame phase spread: session k is offset by k/N of a frame period
     senders = [asyncio.create_task(_stream(ws, st, t0 + FRAME_S * (args.first + k) / span,
-                                           total, tone, silence, loop))
+                                           total, tone, silence, loop,
+                                           args.binary and args.target == "gateway"))
                for k, (ws, st) in enumerate(zip(conns, stats, strict=True))]
     await asyncio.gather(*senders)
     end = loop.time()
@@ -402,8 +406,9 @@ def start_gateway(data_dir: Path, extra: list[str], profile: str | None,
     return Server("gateway", cmd, GATEWAY_READY, env).start()
 
 
-def start_echo(uvloop: bool) -> Server:
-    cmd = [PY, str(REPO / "bench" / "echo_server.py"), "--host", "127.0.0.1", "--port", "0"]
+def start_echo(uvloop: bool, extra: list[str]) -> Server:
+    cmd = [PY, str(REPO / "bench" / "echo_server.py"), "--host", "127.0.0.1", "--port", "0",
+           *extra]
     if uvloop:
         cmd.append("--uvloop")
     return Server("echo server", cmd, ECHO_READY).start()
@@ -498,7 +503,8 @@ class Run:
 
 
 def run_one(target: str, url: str, server_pids: tuple[int, int | None], n: int, seconds: float,
-            procs: int, uvloop: bool, store_sock: Path | None = None) -> Run:
+            procs: int, uvloop: bool, store_sock: Path | None = None,
+            binary: bool = False) -> Run:
     run = Run(target, n, min(procs, n), seconds)
     split = [n // run.procs + (1 if i < n % run.procs else 0) for i in range(run.procs)]
     workers: list[subprocess.Popen[str]] = []
@@ -510,6 +516,8 @@ def run_one(target: str, url: str, server_pids: tuple[int, int | None], n: int, 
                    "--seconds", str(seconds)]
             if uvloop:
                 cmd.append("--uvloop")
+            if binary:
+                cmd.append("--binary")
             first += count
             workers.append(subprocess.Popen(cmd, cwd=REPO, stdin=subprocess.PIPE,
                                             stdout=subprocess.PIPE, text=True, bufsize=1,
@@ -747,8 +755,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--uvloop", action="store_true",
                    help="run the client workers (and the echo server) on uvloop")
     p.add_argument("--quick", action="store_true", help="smoke run: N=1,4 for 4 s")
+    p.add_argument("--binary", action="store_true",
+                   help="send the gateway each frame as a binary message of raw PCM16 (the "
+                   "gateway's extension) instead of input_audio_buffer.append JSON; the "
+                   "echo server still gets JSON")
     p.add_argument("--gateway-arg", action="append", default=[],
                    help="extra argument for `gateway.cli serve` (repeatable)")
+    p.add_argument("--echo-arg", action="append", default=[],
+                   help="extra argument for bench/echo_server.py (repeatable), e.g. "
+                   "--echo-arg=--stack=uvicorn")
     p.add_argument("--profile", metavar="FILE",
                    help="run the gateway under cProfile and write its stats to FILE")
     p.add_argument("--gateway-tcp-nodelay", action="store_true",
@@ -833,7 +848,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.echo_url:
                 plan.append(("echo", args.echo_url, (0, None)))
             else:
-                echo = start_echo(args.uvloop)
+                echo = start_echo(args.uvloop, args.echo_arg)
                 servers.append(echo)
                 plan.append(("echo", echo.match, (echo.pid, None)))
         if args.gateway_tcp_nodelay or args.profile:
@@ -845,7 +860,8 @@ def main(argv: list[str] | None = None) -> int:
               f"PCM16, {TONE_FRAMES * FRAME_MS / 1000:g} s tone / "
               f"{SILENCE_FRAMES * FRAME_MS / 1000:g} s silence; {os.cpu_count()} CPUs; "
               f"client: {args.client_procs} worker process(es), "
-              f"{'uvloop' if args.uvloop else 'asyncio'} loop", flush=True)
+              f"{'uvloop' if args.uvloop else 'asyncio'} loop"
+              + ("; binary PCM16 frames to the gateway" if args.binary else ""), flush=True)
         idle_kb = {target: server_rss_kb(pids) for target, url, pids in plan}
         for target, url, pids in plan:
             own, store = idle_cpu(pids)
@@ -860,7 +876,7 @@ def main(argv: list[str] | None = None) -> int:
                 sock = tmp / "gw" / "valkey" / "valkey.sock" if target == "gateway" \
                     and not args.gateway_url else None
                 r = run_one(target, url, pids, n, args.seconds, args.client_procs, args.uvloop,
-                            sock)
+                            sock, args.binary)
                 r.rss = (idle_kb[target], server_rss_kb(pids, "VmHWM"))
                 runs.append(r)
                 held, why = r.held()

@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import pybase64
+
 from duplex import fields as f
 from duplex.errors import InvalidRequest
 
@@ -166,6 +168,10 @@ def decode_base64_audio(value: object) -> bytes:
                              code="missing_required_parameter", param="audio")
     if not isinstance(value, str):
         raise f.wrong_type("audio", "a base64 string", value)
+    try:
+        return pybase64.b64decode(value, validate=True)  # C (SIMD): ~6x the stdlib's speed
+    except ValueError:
+        pass  # the stdlib takes forms pybase64 refuses (excess padding): the same answer
     try:
         return base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):

@@ -16,8 +16,6 @@ what it buffers in order, so a bounded lead is all it needs.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import logging
 import time
 from dataclasses import dataclass
@@ -463,8 +461,8 @@ def _dispatch(stream: _Stream, msg: dict[str, Any], attachment: TwilioAttachment
 
 def _media(stream: _Stream, payload: str, attachment: TwilioAttachment) -> None:
     try:
-        audio = base64.b64decode(payload, validate=True)
-    except (binascii.Error, ValueError):
+        audio = c.decode_base64_audio(payload)
+    except InvalidRequest:
         stream.ignore("bad_base64", attachment.call_sid, "media with bad base64")
         return
     attachment.submit(c.AppendAudio(None, audio))

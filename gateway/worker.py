@@ -21,7 +21,7 @@ import uvicorn
 
 from gateway import log_setup
 from gateway.app import create_app
-from gateway.cli import uvicorn_config
+from gateway.cli import serve_on_loop, uvicorn_config
 from gateway.gateway import Gateway
 from gateway.http_limits import raise_open_files_limit
 from gateway.workers import READY_MARK, decode
@@ -84,7 +84,7 @@ def main() -> int:
           f"what it waits for)", flush=True)
     ready = f"{READY_MARK.format(index=spec['index'])} pid {os.getpid()}, relays at {spec['relay']}"
     server = _ListenWhenReady(uvicorn_config(config, app), public, app.state.gateway, ready)
-    asyncio.run(server.serve(sockets=[private]))
+    serve_on_loop(config, server, [private])
     return 0
 
 

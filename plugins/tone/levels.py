@@ -30,10 +30,23 @@ def mean_square(dbfs: float) -> float:
     return float(10.0 ** (dbfs / 10.0))
 
 
+# Energies are float32 sums of squares, one vector operation each (BLAS's dot for a
+# frame): a 20 ms frame's sum is at most 480 · 2^30, far inside float32's range, and
+# its rounding (24 bits) is far below any level a threshold tells apart.
+
+
+def frame_power(frame: Pcm) -> float:
+    """Mean square of one frame, full scale = 1."""
+    x = frame.astype(np.float32)
+    return float(np.dot(x, x)) / (frame.size * _FULL_SCALE * _FULL_SCALE)
+
+
 def frame_powers(frames: npt.NDArray[np.int16]) -> npt.NDArray[np.float64]:
     """Mean square of each row of ``frames`` (shape frames × samples), full scale = 1."""
-    scaled = frames.astype(np.float64) / _FULL_SCALE
-    return np.asarray(np.mean(scaled * scaled, axis=-1), dtype=np.float64)
+    x = frames.astype(np.float32)
+    sums = np.asarray(np.einsum("ij,ij->i", x, x), dtype=np.float64)
+    scale: float = frames.shape[-1] * _FULL_SCALE * _FULL_SCALE
+    return sums / scale
 
 
 class Framer:
@@ -44,10 +57,13 @@ class Framer:
         self.pending: Pcm = np.zeros(0, dtype=np.int16)
 
     def push(self, pcm: Pcm) -> npt.NDArray[np.int16]:
-        """Append ``pcm``; return the complete frames now available, one per row."""
-        data = np.concatenate((self.pending, pcm.astype(np.int16, copy=False)))
+        """Append ``pcm``; return the complete frames now available, one per row
+        (a view of ``pcm`` when nothing was pending: one 20 ms append, no copy)."""
+        data = pcm.astype(np.int16, copy=False)
+        if self.pending.size:
+            data = np.concatenate((self.pending, data))
         whole = data.size - data.size % self.length
-        self.pending = data[whole:]
+        self.pending = data[whole:].copy()  # never a view of the caller's array
         return data[:whole].reshape(-1, self.length)
 
     def clear(self) -> None:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from duplex.config import TurnDetection
 from plugins.base import Pcm, VadEvent
 from plugins.segmenter import SpeechSegmenter
-from plugins.tone.levels import Framer, frame_len, frame_powers, mean_square, threshold_dbfs
-from plugins.tone.words import PitchWords, pitches
+from plugins.tone.levels import Framer, frame_len, frame_power, mean_square, threshold_dbfs
+from plugins.tone.words import PitchWords, pitch
 from plugins.turn_end import TurnEnd
 
 HYSTERESIS_DB = 6.0
@@ -51,17 +51,18 @@ class EnergyVad:
         return self._segmenter.speaking
 
     def process(self, pcm: Pcm) -> list[VadEvent]:
-        first = self._clock - self._framer.pending.size  # sample index of the next frame
+        """Runs on every append (50 a second a session): each frame's energy is
+        one dot product, and only a voiced frame's pitch is measured."""
+        end = self._clock - self._framer.pending.size  # sample index of the next frame
         self._clock += pcm.size
-        frames = self._framer.push(pcm)
         events: list[VadEvent] = []
-        stop_level = self._segmenter.stop_level
-        for i, (power, pitch) in enumerate(zip(frame_powers(frames), pitches(frames, self.rate),
-                                               strict=True)):
-            if power >= stop_level:  # a voiced frame: its pitch is the latest word
-                self.words.heard(float(pitch))
-            end = first + (i + 1) * self._framer.length
-            event = self._segmenter.frame(end - self._framer.length, end, float(power))
+        segmenter, length = self._segmenter, self._framer.length
+        for frame in self._framer.push(pcm):
+            start, end = end, end + length
+            power = frame_power(frame)
+            if power >= segmenter.stop_level:  # a voiced frame: its pitch is the latest word
+                self.words.heard(pitch(frame, self.rate))
+            event = segmenter.frame(start, end, power)
             if event is not None:
                 events.append(event)
                 if not event.started:

@@ -22,11 +22,10 @@ HIGH_HZ = 1500.0
 UNFINISHED, NEUTRAL, FINISHED = "and", "tone", "that is all."
 
 
-def pitches(frames: npt.NDArray[np.int16], rate: int) -> npt.NDArray[np.float64]:
-    """The zero-crossing pitch of each row of ``frames``, in Hz."""
-    signs = np.signbit(frames)
-    crossings = np.count_nonzero(signs[:, 1:] != signs[:, :-1], axis=1)
-    return np.asarray(crossings * rate / (2.0 * frames.shape[1]), dtype=np.float64)
+def pitch(frame: npt.NDArray[np.int16], rate: int) -> float:
+    """The zero-crossing pitch of one frame, in Hz."""
+    signs = np.signbit(frame)
+    return int(np.count_nonzero(signs[1:] != signs[:-1])) * rate / (2.0 * frame.size)
 
 
 def word_for(pitch_hz: float) -> str:

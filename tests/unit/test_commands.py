@@ -195,6 +195,29 @@ def test_decode_base64_audio() -> None:
     assert info.value.code == "missing_required_parameter"
 
 
+def test_base64_that_pybase64_refuses_is_read_as_the_stdlib_reads_it() -> None:
+    assert c.decode_base64_audio("QUJD====") == b"ABC"  # excess padding: pybase64 refuses
+
+
+BASE64ISH = st.text(st.sampled_from("AQUJDRab+/=-_ \n\x00é"), max_size=24) | st.binary(
+    max_size=30).map(lambda b: base64.b64encode(b).decode())
+
+
+@settings(max_examples=1500, deadline=None, database=None)
+@given(BASE64ISH)
+def test_base64_audio_decodes_as_the_stdlib_decodes(text: str) -> None:
+    try:
+        expected: bytes | None = base64.b64decode(text, validate=True)
+    except ValueError:
+        expected = None
+    try:
+        got: bytes | None = c.decode_base64_audio(text)
+    except InvalidRequest as exc:
+        assert exc.code == "invalid_base64"
+        got = None
+    assert got == expected
+
+
 # -- known bugs (commands.py is not ours to edit) -------------------------------------
 
 

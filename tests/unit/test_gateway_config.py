@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 import pytest
 
+from gateway import cli
 from gateway.config import GatewayConfig, add_serve_arguments, from_args
 
 
@@ -41,6 +43,7 @@ def test_a_bad_env_value_names_its_variable() -> None:
     (["--allowed-origins", "https://ok.example,app.example"], {}, "'app.example' is not an origin"),
     ([], {"DUPLEX_GATEWAY_ALLOWED_ORIGINS": "ftp://x"}, "'ftp://x' is not an origin"),
     (["--log-level", "trace"], {}, "--log-level must be one of"),
+    ([], {"DUPLEX_GATEWAY_LOOP": "trio"}, "--loop must be one of"),
 ])
 def test_values_the_gateway_cannot_use_are_refused_at_start(argv: list[str],
                                                             env: dict[str, str],
@@ -53,3 +56,19 @@ def test_allowed_origins_from_the_environment() -> None:
     spec = "https://app.example,http://localhost:*"
     assert config_of([], {"DUPLEX_GATEWAY_ALLOWED_ORIGINS": spec}).allowed_origins == spec
     assert config_of(["--allowed-origins", "*"]).allowed_origins == "*"
+
+
+def test_the_event_loop_is_uvloop_unless_asyncio_is_asked_for() -> None:
+    uvloop = pytest.importorskip("uvloop")
+    assert config_of([]).loop == "auto"
+    assert cli._loop_factory("auto") is uvloop.new_event_loop
+    assert cli._loop_factory("uvloop") is uvloop.new_event_loop
+    assert cli._loop_factory("asyncio") is None
+
+
+def test_without_uvloop_auto_falls_back_and_an_explicit_uvloop_is_refused(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # as where it is not installed
+    assert cli._loop_factory("auto") is None
+    with pytest.raises(SystemExit, match="uvloop is not installed"):
+        cli._loop_factory("uvloop")

@@ -159,6 +159,51 @@ def test_any_text_is_a_command_or_one_clean_refusal(text: str) -> None:
         _encodable(cmd)
 
 
+def _outcome(decode: Any, text: str) -> tuple[object, ...]:
+    """What ``decode(text)`` answers, exactly: the value's repr (1 and 1.0, 0.0 and
+    -0.0 differ) or the whole refusal."""
+    try:
+        return ("value", repr(decode(text)))
+    except InvalidRequest as exc:
+        return ("refusal", exc.code, exc.param, exc.message, exc.event_id)
+
+
+# number literals at every edge orjson and the stdlib could read apart: 64-bit
+# integers and past them (orjson turns those into floats), doubles near overflow,
+# subnormals, exponents that underflow to 0.0 or overflow to inf
+NUMBERS = (st.integers().map(str)
+           | st.integers(-(2**70), 2**70).map(str)
+           | st.floats(allow_nan=False, allow_infinity=False).map(repr)
+           | st.builds(lambda m, e: f"{m}e{e}", st.integers(-(10**20), 10**20),
+                       st.integers(-400, 400)))
+LITERAL_FRAMES = st.builds(lambda literals: '{"type": "session.event_ack", "n": ['
+                           + ", ".join(literals) + "]}", st.lists(NUMBERS, max_size=4))
+
+
+@settings(max_examples=2000, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(TEXTS | LITERAL_FRAMES | NUMBERS)
+def test_the_fast_parser_answers_as_the_exact_one(text: str) -> None:
+    """orjson first, the stdlib parser for what it refuses or cannot vouch for: any
+    text gets the value or the refusal (code, param, message, event_id) the stdlib
+    path alone gives."""
+    assert _outcome(lambda t: wire.decode_json(t, max_bytes=LIMIT), text) == \
+        _outcome(wire._decode_exact, text)
+
+
+@pytest.mark.parametrize("text", [
+    "18446744073709551616",  # past 64 bits: orjson reads a float, 1.8e19
+    "-9223372036854775809",
+    "9007199254740992",  # MAX_INT + 1: orjson's int, out of range
+    "1e20",  # a valid decimal beyond MAX_INT: the stdlib path takes it as it is
+    "1e400", '"\\ud800"', '"\\udc00x"', "NaN", "[" * 33 + "]" * 33,
+    '{"type": "x", "a": ' + "[" * 40 + "]" * 40 + "}",
+])
+def test_what_orjson_cannot_vouch_for_gets_the_exact_answer(text: str) -> None:
+    assert _outcome(lambda t: wire.decode_json(t, max_bytes=LIMIT), text) == \
+        _outcome(wire._decode_exact, text)
+
+
 @settings(max_examples=300, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(TYPED | strategy().filter(lambda m: isinstance(m, str)), max_size=8))
