@@ -10,11 +10,10 @@ into turn events with the session's ``TurnDetection``:
   ``p < max(threshold − 0.15, 0.01)`` (hysteresis: a frame in between still
   counts as speech); the event is dated at the end of the last speech frame.
   Under ``semantic_vad`` the window is ``plugins.turn_end``'s, from the
-  eagerness alone: the listener transcribes a turn once it is committed, so
-  there are no words so far to judge. Transcribing at every pause instead
-  would cost a Whisper pass each time (165 ms for a 2.2 s question on two
-  cores, the README's ``call`` figures): half the ``high`` window, on the
-  cores the reply needs, for every breath.
+  eagerness alone: the words the listener drafts at a pause live on its
+  worker thread, a Whisper pass (≈130 ms) after the pause began, so the
+  detector here, which decides on the event loop frame by frame, has no words
+  so far to judge.
 
 Times are the session's input clock (samples received since creation, in ms),
 which ``reset`` keeps.
