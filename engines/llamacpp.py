@@ -259,14 +259,7 @@ class LlamaCppEngine(ResumableEngine[_Session]):
         with self._lock:
             session.unhandled -= inputs
 
-    def _feed(self, session: _Session, payload: Any) -> None:
-        if session.closed:
-            return
-        try:
-            chunk = self._adapter.plan(session.state, payload)
-        except Exception as exc:
-            self._fail(session, exc)
-            return
+    def _accept(self, session: _Session, chunk: PromptChunk | None) -> None:
         if chunk is None or chunk.speculative:
             self._settle(session, 1)
             if chunk is not None:

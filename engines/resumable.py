@@ -7,7 +7,7 @@ side: the request table, the output queue, readiness, and the crossing of
 results back onto the caller's loop (``call_soon_threadsafe``), where an
 output of a request aborted meanwhile is dropped. Subclasses say how work is
 posted to their thread (``_post``), how they start and stop, and what a
-payload does (``_feed``) and closing (``_close``) mean.
+planned chunk does (``_accept``) and closing (``_close``) mean.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from engines.base import StageOutput
-from plugins.base import ResumableAdapter, StageResult
+from plugins.base import PromptChunk, ResumableAdapter, StageResult
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,8 @@ class ResumableEngine(Generic[R]):
         """Run ``fn(*args)`` on the engine thread, in posting order."""
         raise NotImplementedError
 
-    def _feed(self, request: R, payload: Any) -> None:
+    def _accept(self, request: R, chunk: PromptChunk | None) -> None:
+        """What the engine does with a payload's planned chunk."""
         raise NotImplementedError
 
     def _close(self, request: R) -> None:
@@ -157,3 +158,15 @@ class ResumableEngine(Generic[R]):
             return
         request.opened = True
         self._feed(request, payload)
+
+    def _feed(self, request: R, payload: Any) -> None:
+        """Engine thread: plan a payload's chunk (a planning failure fails the
+        request) and hand it to the engine."""
+        if request.closed:
+            return
+        try:
+            chunk = self._adapter.plan(request.state, payload)
+        except Exception as exc:
+            self._fail(request, exc)
+            return
+        self._accept(request, chunk)

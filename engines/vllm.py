@@ -340,14 +340,7 @@ class VllmEngine(ResumableEngine[_Session]):
         task.add_done_callback(self._tasks.discard)
         return task
 
-    def _feed(self, session: _Session, payload: Any) -> None:
-        if session.closed:
-            return
-        try:
-            chunk = self._adapter.plan(session.state, payload)
-        except Exception as exc:
-            self._fail(session, exc)
-            return
+    def _accept(self, session: _Session, chunk: PromptChunk | None) -> None:
         if chunk is not None and not chunk.speculative:  # guesses are not run here
             session.pending.append(chunk)
             self._pump(session)

@@ -7,6 +7,8 @@ import asyncio
 import contextlib
 import time
 from collections import defaultdict
+from collections.abc import AsyncIterator
+from typing import Any
 
 from engines.base import StageEngine, StageOutput
 from plugins.cascade.payloads import Clause
@@ -63,3 +65,24 @@ class Router:
 
 def reply_text(clauses: list[Clause]) -> str:
     return "".join(c.text for c in clauses)
+
+
+@contextlib.asynccontextmanager
+async def running(engine: Any, router: type[Router] = Router) -> AsyncIterator[Router]:
+    """``engine.run()`` as a task (ready on entry), its outputs routed by a
+    ``router``; on exit the run is cancelled (which shuts the model down)."""
+    task = asyncio.create_task(engine.run())
+    routed = router(engine)
+    routed.start()
+    try:
+        ready = asyncio.create_task(engine.wait_ready())
+        await asyncio.wait({ready, task}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            task.result()  # raise why it stopped
+        await ready
+        yield routed
+    finally:
+        await routed.stop()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

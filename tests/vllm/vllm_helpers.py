@@ -9,7 +9,7 @@ import inspect
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,25 +40,11 @@ class Router(engine_router.Router):
     forwarded_only = True
 
 
-@contextlib.asynccontextmanager
-async def running(engine: VllmEngine) -> AsyncIterator[Router]:
-    """``engine.run()`` as a task (ready on entry), its outputs routed; on exit
-    the run is cancelled (which shuts the AsyncLLM down)."""
-    task = asyncio.create_task(engine.run())
-    router = Router(engine)
-    router.start()
-    try:
-        ready = asyncio.create_task(engine.wait_ready())
-        await asyncio.wait({ready, task}, return_when=asyncio.FIRST_COMPLETED)
-        if task.done():
-            task.result()  # raise why it stopped
-        await ready
-        yield router
-    finally:
-        await router.stop()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+def running(engine: VllmEngine) -> contextlib.AbstractAsyncContextManager[engine_router.Router]:
+    """``engine.run()`` as a task (ready on entry), its outputs routed (every
+    clause a forwarded segment); on exit the run is cancelled (which shuts the
+    AsyncLLM down)."""
+    return engine_router.running(engine, Router)
 
 
 # -- event-loop lag ------------------------------------------------------------------
