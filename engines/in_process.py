@@ -1,6 +1,12 @@
 """``InProcessEngine``: a plugin's synchronous ``StageModel`` on a worker thread
-pool of this process — never on the event loop — one request's inputs strictly
-in order, different requests concurrently.
+pool of this process, one request's inputs strictly in order, different
+requests concurrently.
+
+``threads=0`` runs the model on the event loop instead, for models whose every
+step takes microseconds and never blocks (the tone plugin's): there a hand-off
+to a thread and back costs more than the step itself, on every 100 ms unit of
+every session. A model that blocks, or computes for milliseconds, must keep a
+thread: on the loop it would stall every session of the process.
 """
 
 from __future__ import annotations
@@ -41,10 +47,12 @@ class InProcessEngine:
         self.name = name
         self._model = model
         self._max_pending = max_pending_inputs
-        self._executor = ThreadPoolExecutor(threads, thread_name_prefix=f"stage{stage}-{name}")
+        self._executor = (ThreadPoolExecutor(threads, thread_name_prefix=f"stage{stage}-{name}")
+                          if threads > 0 else None)
         self._requests: dict[str, _Request] = {}
         self._outputs: asyncio.Queue[StageOutput] = asyncio.Queue()
         self._credit = threading.Semaphore(MAX_UNDELIVERED_OUTPUTS)
+        self._credit_freed = asyncio.Event()  # for a model on the loop, out of credit
         self._spawn: asyncio.Queue[_Request] = asyncio.Queue()
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -59,7 +67,8 @@ class InProcessEngine:
         finally:
             for req in list(self._requests.values()):
                 req.aborted.set()
-            self._executor.shutdown(wait=False, cancel_futures=True)
+            if self._executor is not None:
+                self._executor.shutdown(wait=False, cancel_futures=True)
 
     def has_request(self, request_id: str) -> bool:
         return request_id in self._requests
@@ -98,15 +107,22 @@ class InProcessEngine:
         while True:
             out = await self._outputs.get()
             self._credit.release()
+            self._credit_freed.set()
             yield out
 
     async def _serve(self, req: _Request) -> None:
         loop = asyncio.get_running_loop()
         try:
-            req.state = await loop.run_in_executor(self._executor, self._model.open, req.tag)
+            if self._executor is None:
+                req.state = self._model.open(req.tag)
+            else:
+                req.state = await loop.run_in_executor(self._executor, self._model.open, req.tag)
             while not req.aborted.is_set():
                 payload = await req.inputs.get()
-                await loop.run_in_executor(self._executor, self._step, req, payload)
+                if self._executor is None:
+                    await self._step_on_loop(req, payload)
+                else:
+                    await loop.run_in_executor(self._executor, self._step, req, payload)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a model failure ends this request only
@@ -116,7 +132,10 @@ class InProcessEngine:
         finally:
             if req.state is not None:
                 state, req.state = req.state, None
-                self._executor.submit(self._model.close, state)
+                if self._executor is None:
+                    self._model.close(state)
+                else:
+                    self._executor.submit(self._model.close, state)
 
     def _step(self, req: _Request, payload: Any) -> None:
         """Worker thread: run one input, pushing each output as it is produced."""
@@ -129,6 +148,18 @@ class InProcessEngine:
             assert self._loop is not None
             out = StageOutput(self.stage, req.request_id, req.tag, result)
             self._loop.call_soon_threadsafe(self._outputs.put_nowait, out)
+
+    async def _step_on_loop(self, req: _Request, payload: Any) -> None:
+        """``_step`` for a model on the loop: out of credit, it waits for the consumer."""
+        for result in self._model.step(req.state, payload):
+            if req.aborted.is_set():
+                return
+            while not self._credit.acquire(blocking=False):
+                self._credit_freed.clear()
+                await self._credit_freed.wait()
+                if req.aborted.is_set():
+                    return
+            self._outputs.put_nowait(StageOutput(self.stage, req.request_id, req.tag, result))
 
     def _deliver(self, out: StageOutput) -> None:
         self._credit.acquire(blocking=False)

@@ -22,6 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+import orjson
+
 from duplex.errors import DuplexError, LeaseLost, SessionStateError, StoreUnavailable
 from duplex.events import Event, to_beta
 from duplex.fence import Fence
@@ -57,7 +59,13 @@ class JournalLimits:
 
 
 def dumps(event: Event) -> str:
-    return json.dumps(event, separators=(",", ":"))
+    """One server event as compact JSON text: orjson's (several times faster on the
+    audio deltas' long base64 strings; UTF-8 text, not ``\\u`` escapes), the
+    stdlib's for what orjson refuses (a lone surrogate, an integer beyond 64 bits)."""
+    try:
+        return orjson.dumps(event).decode()
+    except TypeError:  # orjson.JSONEncodeError is one
+        return json.dumps(event, separators=(",", ":"))
 
 
 class Emitter:

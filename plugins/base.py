@@ -295,7 +295,9 @@ class ResumableAdapter(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class InProcessStage:
-    """A stage whose ``StageModel`` runs on this process's worker threads."""
+    """A stage whose ``StageModel`` runs on ``threads`` worker threads of this
+    process; ``threads=0`` runs it on the event loop, which only a model whose
+    every step takes microseconds and never blocks may ask for (``engines.in_process``)."""
 
     name: str
     model: StageModel

@@ -60,6 +60,8 @@ class Framer:
         """Append ``pcm``; return the complete frames now available, one per row
         (a view of ``pcm`` when nothing was pending: one 20 ms append, no copy)."""
         data = pcm.astype(np.int16, copy=False)
+        if not self.pending.size and not data.size % self.length:
+            return data.reshape(-1, self.length)  # the usual 20 ms append: nothing kept
         if self.pending.size:
             data = np.concatenate((self.pending, data))
         whole = data.size - data.size % self.length

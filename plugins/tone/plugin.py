@@ -50,8 +50,9 @@ class TonePlugin:
 
     def stages(self) -> Sequence[Stage]:
         names = self.capabilities.stage_names
-        return [InProcessStage(name, model) for name, model in zip(names, self._models,
-                                                                   strict=True)]
+        # every step is microseconds of numpy: a thread hand-off would cost more
+        return [InProcessStage(name, model, threads=0)
+                for name, model in zip(names, self._models, strict=True)]
 
     def create_vad(self, turn_detection: TurnDetection) -> VoiceActivityDetector:
         return EnergyVad(turn_detection, rate=self.capabilities.input_rate)

@@ -14,7 +14,7 @@ from duplex.config import TurnDetection
 from plugins.base import Pcm, VadEvent
 from plugins.segmenter import SpeechSegmenter
 from plugins.tone.levels import Framer, frame_len, frame_power, mean_square, threshold_dbfs
-from plugins.tone.words import PitchWords, pitch
+from plugins.tone.words import PitchWords
 from plugins.turn_end import TurnEnd
 
 HYSTERESIS_DB = 6.0
@@ -30,7 +30,7 @@ class EnergyVad:
     ) -> None:
         self.rate = rate
         start_db = threshold_dbfs(turn_detection.threshold)
-        self.words = PitchWords()
+        self.words = PitchWords(rate)
         self._segmenter = SpeechSegmenter(
             rate, start_level=mean_square(start_db),
             stop_level=mean_square(start_db - HYSTERESIS_DB),
@@ -52,7 +52,7 @@ class EnergyVad:
 
     def process(self, pcm: Pcm) -> list[VadEvent]:
         """Runs on every append (50 a second a session): each frame's energy is
-        one dot product, and only a voiced frame's pitch is measured."""
+        one dot product; the last voiced frame's pitch is measured when asked."""
         end = self._clock - self._framer.pending.size  # sample index of the next frame
         self._clock += pcm.size
         events: list[VadEvent] = []
@@ -61,7 +61,7 @@ class EnergyVad:
             start, end = end, end + length
             power = frame_power(frame)
             if power >= segmenter.stop_level:  # a voiced frame: its pitch is the latest word
-                self.words.heard(pitch(frame, self.rate))
+                self.words.heard(frame)
             event = segmenter.frame(start, end, power)
             if event is not None:
                 events.append(event)

@@ -35,16 +35,25 @@ def word_for(pitch_hz: float) -> str:
 
 
 class PitchWords:
-    """``WordsSoFar`` for one session: the word of the last voiced frame."""
+    """``WordsSoFar`` for one session: the word of the last voiced frame, whose
+    pitch is measured only when asked (once a turn, in its pause: for most frames
+    nobody asks)."""
 
-    def __init__(self) -> None:
+    def __init__(self, rate: int) -> None:
+        self.rate = rate
         self.last = ""
+        self._unmeasured: npt.NDArray[np.int16] | None = None
 
-    def heard(self, pitch_hz: float) -> None:
-        self.last = word_for(pitch_hz)
+    def heard(self, frame: npt.NDArray[np.int16]) -> None:
+        """A voiced frame (kept, not copied: the caller's audio is never rewritten)."""
+        self._unmeasured = frame
 
     def forget(self) -> None:
         self.last = ""
+        self._unmeasured = None
 
     def words_so_far(self) -> str:
+        if self._unmeasured is not None:
+            self.last = word_for(pitch(self._unmeasured, self.rate))
+            self._unmeasured = None
         return self.last

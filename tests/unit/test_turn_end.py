@@ -107,9 +107,12 @@ def test_pitch_bands(freq: float, word: str) -> None:
 
 
 def test_pitch_words_forget() -> None:
-    words = PitchWords()
-    words.heard(2000.0)
+    words = PitchWords(RATE)
+    words.heard(tone(20, 2000.0))
     assert words.words_so_far() == FINISHED
+    words.heard(tone(20, 440.0))  # the last voiced frame names the word
+    assert words.words_so_far() == NEUTRAL
+    assert words.words_so_far() == NEUTRAL  # asked again: the same word
     words.forget()
     assert words.words_so_far() == ""
 
