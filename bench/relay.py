@@ -789,7 +789,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 # with TCP_NODELAY set on the listening socket (Linux copies it to every
 # accepted connection).
 LAUNCH_WRAPPER = """\
-import cProfile, signal, socket, sys
+import cProfile, signal, socket, sys, time
 import gateway.cli as cli
 # uvicorn re-raises the SIGTERM it caught once it has shut down; exit cleanly then
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -801,7 +801,9 @@ if {nodelay!r}:
         return sock
     cli._listen = _listen
 out = {out!r}
-prof = cProfile.Profile() if out else None
+# CPU time, not wall time: on a shared box a call that is descheduled (a write
+# that wakes Valkey on the same core) would otherwise be charged for the wait
+prof = cProfile.Profile(time.process_time) if out else None
 if prof:
     prof.enable()
 try:

@@ -271,6 +271,9 @@ class SessionRunner:
                                        item.message)
             case ri.Delta():
                 self._feed_delta(item)
+                # paced audio already due behind it goes out in the same journal append
+                while (due := self.mailbox.take_next(Lane.MEDIA)) is not None:
+                    self._feed_delta(due)
         await self._run_effects()
 
     def _feed_delta(self, item: ri.Delta) -> None:
@@ -413,11 +416,14 @@ class SessionRunner:
                 key = (item.fence.epoch, delta.turn_id)
                 wait = self._pacer.due(key, loop.time()) - loop.time()
                 if wait > 0:
+                    # a timer, not wait_for (a task per paced chunk); whichever comes
+                    # first, the due time or a new item, the loop looks again
                     self._audio_ready.clear()
+                    timer = loop.call_later(wait, self._audio_ready.set)
                     try:
-                        await asyncio.wait_for(self._audio_ready.wait(), wait)
-                    except TimeoutError:
-                        pass
+                        await self._audio_ready.wait()
+                    finally:
+                        timer.cancel()
                     continue  # re-check: a cancel may have purged the lane
                 ms = 1000.0 * len(delta.pcm) / self.plugin.capabilities.output_rate
                 self._pacer.released(key, loop.time(), ms)
