@@ -81,14 +81,6 @@ class Mailbox:
             self._ready.clear()
             await self._ready.wait()
 
-    def take_next(self, lane: Lane) -> Any | None:
-        """The item ``get`` would return now, if it is one of ``lane``'s; else None
-        (and nothing taken). For the caller that handles a run of one lane at once."""
-        for queue in self._in_order:
-            if queue:
-                return queue.popleft() if queue is self._lanes[lane] else None
-        return None
-
     def purge(self, lane: Lane, keep: Any) -> int:
         """Drop the items of ``lane`` for which ``keep(item)`` is false."""
         queue = self._lanes[lane]

@@ -271,9 +271,6 @@ class SessionRunner:
                                        item.message)
             case ri.Delta():
                 self._feed_delta(item)
-                # paced audio already due behind it goes out in the same journal append
-                while (due := self.mailbox.take_next(Lane.MEDIA)) is not None:
-                    self._feed_delta(due)
         await self._run_effects()
 
     def _feed_delta(self, item: ri.Delta) -> None:

@@ -69,20 +69,6 @@ async def test_purge_keeps_what_it_is_told_to() -> None:
     assert await drain(box) == [0, 2]
 
 
-async def test_take_next_takes_only_what_get_would_serve_now() -> None:
-    box = Mailbox(LIMITS)
-    box.put(Lane.MEDIA, "m1")
-    box.put(Lane.MEDIA, "m2")
-    box.put(Lane.EVENTS, "event")
-    assert box.take_next(Lane.MEDIA) is None  # the event comes first: nothing taken
-    assert await box.get() == "event"
-    assert box.take_next(Lane.MEDIA) == "m1"
-    box.put(Lane.CONTROL, "command")  # control beats media, for take_next too (I7)
-    assert box.take_next(Lane.MEDIA) is None
-    assert await drain(box) == ["command", "m2"]
-    assert box.take_next(Lane.MEDIA) is None  # empty
-
-
 def test_reply_clock_times_from_the_turns_end_and_stamps_response_done() -> None:
     from gateway.runner_items import ReplyClock
 
