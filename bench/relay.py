@@ -6,6 +6,7 @@ against a bare ``websockets`` echo server (the floor), side by side.
                                     [--echo-url ws://HOST:PORT/] [--quick]
                                     [--client-procs 1] [--targets gateway,echo]
                                     [--workers 1] [--binary] [--echo-arg=--stack=uvicorn]
+                                    [--gateway-session JSON] [--profile FILE]
 
 Each session is one asyncio task streaming 20 ms frames of 24 kHz PCM16 mono as
 ``input_audio_buffer.append`` JSON (``--binary``: binary PCM16 messages to the
@@ -214,6 +215,12 @@ async def worker_main(args: argparse.Namespace) -> None:
             td = (created.get("session") or {}).get("audio", {}).get("input", {}) \
                 .get("turn_detection") or created.get("session", {}).get("turn_detection") or {}
             st.silence_ms = int(td.get("silence_duration_ms", 500))
+            if args.gateway_session:
+                await ws.send(json.dumps({"type": "session.update",
+                                          "session": json.loads(args.gateway_session)}))
+                while json.loads(await asyncio.wait_for(ws.recv(), 30)).get("type") \
+                        != "session.updated":
+                    pass
         return ws
 
     opened = await asyncio.gather(*(open_one(st) for st in stats), return_exceptions=True)
@@ -504,7 +511,7 @@ class Run:
 
 def run_one(target: str, url: str, server_pids: tuple[int, int | None], n: int, seconds: float,
             procs: int, uvloop: bool, store_sock: Path | None = None,
-            binary: bool = False) -> Run:
+            binary: bool = False, gateway_session: str | None = None) -> Run:
     run = Run(target, n, min(procs, n), seconds)
     split = [n // run.procs + (1 if i < n % run.procs else 0) for i in range(run.procs)]
     workers: list[subprocess.Popen[str]] = []
@@ -518,6 +525,8 @@ def run_one(target: str, url: str, server_pids: tuple[int, int | None], n: int, 
                 cmd.append("--uvloop")
             if binary:
                 cmd.append("--binary")
+            if gateway_session and target == "gateway":
+                cmd += ["--gateway-session", gateway_session]
             first += count
             workers.append(subprocess.Popen(cmd, cwd=REPO, stdin=subprocess.PIPE,
                                             stdout=subprocess.PIPE, text=True, bufsize=1,
@@ -759,6 +768,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="send the gateway each frame as a binary message of raw PCM16 (the "
                    "gateway's extension) instead of input_audio_buffer.append JSON; the "
                    "echo server still gets JSON")
+    p.add_argument("--gateway-session", metavar="JSON",
+                   help="diagnosis: a session object the gateway's clients send as a "
+                   "session.update once created, e.g. '{\"turn_detection\": null}' (the "
+                   "input path alone) or '{\"turn_detection\": {\"type\": \"server_vad\", "
+                   "\"create_response\": false}}' (turns, no replies); turns then go "
+                   "unanswered, so the run does not count as held")
     p.add_argument("--gateway-arg", action="append", default=[],
                    help="extra argument for `gateway.cli serve` (repeatable)")
     p.add_argument("--echo-arg", action="append", default=[],
@@ -878,7 +893,7 @@ def main(argv: list[str] | None = None) -> int:
                 sock = tmp / "gw" / "valkey" / "valkey.sock" if target == "gateway" \
                     and not args.gateway_url else None
                 r = run_one(target, url, pids, n, args.seconds, args.client_procs, args.uvloop,
-                            sock, args.binary)
+                            sock, args.binary, args.gateway_session)
                 r.rss = (idle_kb[target], server_rss_kb(pids, "VmHWM"))
                 runs.append(r)
                 held, why = r.held()
