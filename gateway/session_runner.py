@@ -2,9 +2,9 @@
 
 The worker takes one mailbox item at a time (control first, I7), feeds the
 sans-I/O core, then executes the core's effects in order: journal-and-send
-events, stage submits and aborts, history writes. The pacer releases reply
-audio at most ``lead_ms`` ahead of real time; a cancel purges whatever of the
-old epoch it still holds, so none of it reaches the client after the
+events, stage submits and aborts, history writes. Reply audio waits in
+``gateway.paced_audio`` until due; a cancel purges whatever of the old epoch it
+or the mailbox still holds, so none of it reaches the client after the
 ``response.done{cancelled}`` (I2).
 """
 
@@ -34,7 +34,6 @@ from duplex.errors import (
 )
 from duplex.events import ServerEvent, event
 from duplex.fence import Fence, is_current_epoch
-from duplex.pacing import Pacer
 from duplex.session import SessionCore, apply_command
 from duplex.store.base import SessionRecord, SessionStore
 from engines.base import StageOutput
@@ -44,6 +43,7 @@ from gateway.emitter import Attachment, Emitter, dumps
 from gateway.log_limits import LogLimiter
 from gateway.mailbox import Lane, Mailbox
 from gateway.metrics import Metrics
+from gateway.paced_audio import PacedAudio
 from orchestrator.duplex import DuplexOrchestrator
 from plugins import base as pb
 
@@ -75,9 +75,7 @@ class SessionRunner:
         self.mailbox = Mailbox({Lane.URGENT: 0, Lane.CONTROL: limits.max_pending_commands,
                                 Lane.EVENTS: limits.max_pending_events,
                                 Lane.MEDIA: limits.max_pending_audio})
-        self._audio_lane: deque[ri.Delta] = deque()
-        self._audio_ready = asyncio.Event()
-        self._pacer = Pacer(limits.lead_ms)
+        self._paced = PacedAudio(limits.lead_ms, limits.max_pending_audio, caps.output_rate)
         self.plan = plugin.plan()  # which stage hears what: the plugin's to say
         self._view = ri.CoreView(core)
         self.clock = ri.ReplyClock()
@@ -158,10 +156,7 @@ class SessionRunner:
             item = ri.Delta(out.tag, delta)
             if isinstance(delta, pb.Transcript):
                 self._put(Lane.EVENTS, item)
-            elif len(self._audio_lane) < self.limits.max_pending_audio:
-                self._audio_lane.append(item)
-                self._audio_ready.set()
-            else:
+            elif not self._paced.offer(item):
                 self._put(Lane.CONTROL, ri.Failure(out.tag, "output_backpressure", out.stage))
 
     def on_stage_failure(self, fence: Fence, message: str, stage: int) -> None:
@@ -178,7 +173,8 @@ class SessionRunner:
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as tg:
-            pacer = tg.create_task(self._pace(), name=f"pace-{self.session_id}")
+            pacer = tg.create_task(self._paced.run(lambda item: self._put(Lane.MEDIA, item)),
+                                   name=f"pace-{self.session_id}")
             try:
                 await self._work()
             finally:
@@ -388,44 +384,14 @@ class SessionRunner:
     async def _abort_epoch(self, cancelled: Fence) -> None:
         await self.orch.abort_epoch(cancelled)
         live = self.core.fence
-        self._audio_lane = deque(d for d in self._audio_lane if is_current_epoch(live, d.fence))
+        self._paced.drop_stale(live)
         self.mailbox.purge(Lane.MEDIA, lambda d: is_current_epoch(live, d.fence))
-        self._pacer.reset()
         self.audio.reset_output()
-        self._audio_ready.set()  # wake the pacer: what it waits on may be gone
         try:
             await self.store.bump_epoch(self.session_id, self.emitter.owner,
                                         self.emitter.incarnation, cancelled.epoch)
         except StoreUnavailable as exc:
             log.warning("session %s: epoch bump not persisted: %s", self.session_id, exc)
-
-    # -- pacing --------------------------------------------------------------------
-
-    async def _pace(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            while not self._audio_lane:
-                self._audio_ready.clear()
-                await self._audio_ready.wait()
-            item = self._audio_lane[0]
-            delta = item.delta
-            if isinstance(delta, pb.Speech):
-                key = (item.fence.epoch, delta.turn_id)
-                wait = self._pacer.due(key, loop.time()) - loop.time()
-                if wait > 0:
-                    # a timer, not wait_for (a task per paced chunk); whichever comes
-                    # first, the due time or a new item, the loop looks again
-                    self._audio_ready.clear()
-                    timer = loop.call_later(wait, self._audio_ready.set)
-                    try:
-                        await self._audio_ready.wait()
-                    finally:
-                        timer.cancel()
-                    continue  # re-check: a cancel may have purged the lane
-                ms = 1000.0 * len(delta.pcm) / self.plugin.capabilities.output_rate
-                self._pacer.released(key, loop.time(), ms)
-            self._audio_lane.popleft()
-            self._put(Lane.MEDIA, item)
 
     # -- attachments and the lease ----------------------------------------------------
 
