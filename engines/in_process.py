@@ -107,19 +107,19 @@ class InProcessEngine:
         while True:
             out = await self._outputs.get()
             self._credit.release()
-            self._credit_freed.set()
+            if self._executor is None:  # only a model on the loop waits on this
+                self._credit_freed.set()
             yield out
 
     async def _serve(self, req: _Request) -> None:
+        on_loop = self._executor is None
         loop = asyncio.get_running_loop()
         try:
-            if self._executor is None:
-                req.state = self._model.open(req.tag)
-            else:
-                req.state = await loop.run_in_executor(self._executor, self._model.open, req.tag)
+            req.state = (self._model.open(req.tag) if on_loop else
+                         await loop.run_in_executor(self._executor, self._model.open, req.tag))
             while not req.aborted.is_set():
                 payload = await req.inputs.get()
-                if self._executor is None:
+                if on_loop:
                     await self._step_on_loop(req, payload)
                 else:
                     await loop.run_in_executor(self._executor, self._step, req, payload)
