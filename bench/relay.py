@@ -218,9 +218,10 @@ async def worker_main(args: argparse.Namespace) -> None:
             if args.gateway_session:
                 await ws.send(json.dumps({"type": "session.update",
                                           "session": json.loads(args.gateway_session)}))
-                while json.loads(await asyncio.wait_for(ws.recv(), 30)).get("type") \
+                while (reply := json.loads(await asyncio.wait_for(ws.recv(), 30)))["type"] \
                         != "session.updated":
-                    pass
+                    if reply["type"] == "error":
+                        raise RuntimeError(f"--gateway-session refused: {reply['error']}")
         return ws
 
     opened = await asyncio.gather(*(open_one(st) for st in stats), return_exceptions=True)
