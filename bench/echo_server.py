@@ -66,15 +66,16 @@ async def _stopped() -> None:
     await stop
 
 
-async def main_async(host: str, port: int) -> None:
-    async with serve(handler, host, port, max_size=None, compression=None,
+async def main_async(host: str, port: int, deflate: bool) -> None:
+    async with serve(handler, host, port, max_size=None,
+                     compression="deflate" if deflate else None,
                      ping_interval=None) as server:
         sock_host, sock_port = next(iter(server.sockets)).getsockname()[:2]
         print(f"echo-server ready: ws://{sock_host}:{sock_port}/", flush=True)
         await _stopped()
 
 
-async def main_uvicorn(host: str, port: int) -> None:
+async def main_uvicorn(host: str, port: int, deflate: bool) -> None:
     """The same echo on the gateway's stack: Starlette's WebSocket on uvicorn, with
     the socket options gateway.cli.serve gives it (keepalive pings off, as above)."""
     import socket
@@ -103,7 +104,7 @@ async def main_uvicorn(host: str, port: int) -> None:
     server = uvicorn.Server(uvicorn.Config(
         Starlette(routes=[WebSocketRoute("/", endpoint)]), log_config=None,
         log_level="warning", lifespan="off", ws_max_size=16 * 1024 * 1024,
-        ws_ping_interval=None))
+        ws_ping_interval=None, ws_per_message_deflate=deflate))
     server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
     sock_host, sock_port = sock.getsockname()[:2]
     serving = asyncio.create_task(server.serve(sockets=[sock]))
@@ -121,13 +122,17 @@ def main() -> int:
     parser.add_argument("--stack", choices=("websockets", "uvicorn"), default="websockets",
                         help="websockets' own server, or Starlette on uvicorn (the "
                              "gateway's) [default %(default)s]")
+    parser.add_argument("--compression", choices=("none", "deflate"), default="none",
+                        help="deflate: accept a client's offer of permessage-deflate "
+                             "[default %(default)s]")
     args = parser.parse_args()
     main = main_async if args.stack == "websockets" else main_uvicorn
+    run = main(args.host, args.port, args.compression == "deflate")
     if args.uvloop:
         import uvloop
-        uvloop.run(main(args.host, args.port))
+        uvloop.run(run)
     else:
-        asyncio.run(main(args.host, args.port))
+        asyncio.run(run)
     return 0
 
 

@@ -7,6 +7,7 @@ against a bare ``websockets`` echo server (the floor), side by side.
                                     [--client-procs 1] [--targets gateway,echo]
                                     [--workers 1] [--binary] [--echo-arg=--stack=uvicorn]
                                     [--gateway-session JSON] [--profile FILE]
+                                    [--repeat K] [--deflate]
 
 Each session is one asyncio task streaming 20 ms frames of 24 kHz PCM16 mono as
 ``input_audio_buffer.append`` JSON (``--binary``: binary PCM16 messages to the
@@ -58,23 +59,17 @@ from duplex.store.embedded import stop_child
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import proctree
+from relay_report import FRAME_MS, LEGEND, Run, fmt, print_memory, print_summary, print_table
 
 REPO = Path(__file__).resolve().parent.parent
 PY = sys.executable
 
 RATE = 24000
-FRAME_MS = 20
 FRAME_S = FRAME_MS / 1000
 FRAME_SAMPLES = RATE * FRAME_MS // 1000  # 480
 TONE_FRAMES = 75  # 1.5 s
 SILENCE_FRAMES = 75  # 1.5 s
 CYCLE = TONE_FRAMES + SILENCE_FRAMES
-
-# "held real time" criterion (printed with the table)
-LAG_P99_MAX_MS = 20.0  # frames leave the client on schedule
-LAG_TAIL_MAX_MS = 20.0  # ... still on schedule in the last second (no growing backlog)
-SERVER_P99_MAX_MS = 100.0  # the server answers within 5 frames
-SERVER_GROWTH_MAX_MS = 20.0  # ... and not later and later (a queue building up)
 
 GATEWAY_READY = re.compile(r"duplex-gateway ready: http://([^/\s]+)/")
 ECHO_READY = re.compile(r"echo-server ready: (ws://\S+)")
@@ -206,7 +201,8 @@ async def worker_main(args: argparse.Namespace) -> None:
     stats = [SessionStats(lead_in=((args.first + k) * SILENCE_FRAMES) // span) for k in range(n)]
 
     async def open_one(st: SessionStats) -> Any:
-        ws = await connect(args.url, max_size=None, compression=None, ping_interval=None,
+        ws = await connect(args.url, max_size=None, ping_interval=None,
+                           compression="deflate" if args.deflate else None,
                            open_timeout=30)
         if args.target == "gateway":
             created = json.loads(await asyncio.wait_for(ws.recv(), 30))
@@ -422,97 +418,10 @@ def start_echo(uvloop: bool, extra: list[str]) -> Server:
     return Server("echo server", cmd, ECHO_READY).start()
 
 
-# =============================================================================
-# one run: N sessions against one target
-# =============================================================================
-
-
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    s = sorted(values)
-    k = (len(s) - 1) * q
-    lo, hi = math.floor(k), math.ceil(k)
-    return s[lo] + (s[hi] - s[lo]) * (k - lo)
-
-
-@dataclass
-class Run:
-    target: str
-    n: int
-    procs: int
-    seconds: float
-    wall_s: float = 0.0
-    frames: int = 0
-    lag: list[float] = field(default_factory=list)
-    lag_tail: list[float] = field(default_factory=list)
-    rtt: list[float] = field(default_factory=list)
-    stop: list[float] = field(default_factory=list)
-    commit: list[float] = field(default_factory=list)
-    first_audio: list[float] = field(default_factory=list)
-    turn: list[float] = field(default_factory=list)
-    answers: list[tuple[int, float]] = field(default_factory=list)  # (frame, server ms)
-    turns_expected: int = 0
-    msgs_in: int = 0
-    audio_deltas: int = 0
-    errors: dict[str, int] = field(default_factory=dict)
-    server_cpu_s: float = 0.0
-    store_cpu_s: float | None = None
-    store_io: dict[str, int] | None = None  # Valkey counters over the run (store_counters)
-    client_cpu_s: float = 0.0
-    machine_cpu_s: float = 0.0  # every process on the machine, busy CPU seconds
-    failure: str = ""
-    rss: tuple[int | None, int | None] = (None, None)  # server KB: idle at start, peak after
-
-    def other_cpu_s(self) -> float:
-        """Busy CPU on the machine that was neither server, valkey nor client."""
-        ours = (0.0 if math.isnan(self.server_cpu_s) else self.server_cpu_s) \
-            + (self.store_cpu_s or 0.0) + self.client_cpu_s
-        return max(0.0, self.machine_cpu_s - ours)
-
-    def growth(self) -> float:
-        """Mean server answer latency over the last third of the run minus over the
-        first third, ms: > 0 and large means a queue building up on the server."""
-        total = round(self.seconds * 1000 / FRAME_MS)
-        early = [ms for i, ms in self.answers if i < total / 3]
-        late = [ms for i, ms in self.answers if i >= 2 * total / 3]
-        if not early or not late:
-            return float("nan")
-        return sum(late) / len(late) - sum(early) / len(early)
-
-    @property
-    def server_latency(self) -> list[float]:
-        return self.stop if self.target == "gateway" else self.rtt
-
-    @property
-    def session_seconds(self) -> float:
-        return self.n * self.wall_s
-
-    def held(self) -> tuple[bool, str]:
-        if self.failure:
-            return False, self.failure
-        why = []
-        if pct(self.lag, 0.99) >= LAG_P99_MAX_MS:
-            why.append("send lag p99")
-        if self.lag_tail and sum(self.lag_tail) / len(self.lag_tail) >= LAG_TAIL_MAX_MS:
-            why.append("lag growing")
-        lat = self.server_latency
-        if not lat or pct(lat, 0.99) >= SERVER_P99_MAX_MS:
-            why.append(f"server latency p99 >= {SERVER_P99_MAX_MS:.0f} ms")
-        if self.growth() >= SERVER_GROWTH_MAX_MS:
-            why.append(f"server latency growing (+{self.growth():.0f} ms)")
-        if self.target == "gateway" and len(self.stop) < self.turns_expected:
-            why.append(f"turns {len(self.stop)}/{self.turns_expected}")
-        if self.target == "echo" and len(self.rtt) < self.frames:
-            why.append(f"echoes {len(self.rtt)}/{self.frames}")
-        if self.errors:
-            why.append("errors " + ",".join(f"{k}x{v}" for k, v in self.errors.items()))
-        return not why, "; ".join(why)
-
-
 def run_one(target: str, url: str, server_pids: tuple[int, int | None], n: int, seconds: float,
             procs: int, uvloop: bool, store_sock: Path | None = None,
-            binary: bool = False, gateway_session: str | None = None) -> Run:
+            binary: bool = False, gateway_session: str | None = None,
+            deflate: bool = False) -> Run:
     run = Run(target, n, min(procs, n), seconds)
     split = [n // run.procs + (1 if i < n % run.procs else 0) for i in range(run.procs)]
     workers: list[subprocess.Popen[str]] = []
@@ -526,6 +435,8 @@ def run_one(target: str, url: str, server_pids: tuple[int, int | None], n: int, 
                 cmd.append("--uvloop")
             if binary:
                 cmd.append("--binary")
+            if deflate:
+                cmd.append("--deflate")
             if gateway_session and target == "gateway":
                 cmd += ["--gateway-session", gateway_session]
             first += count
@@ -606,142 +517,6 @@ def run_one(target: str, url: str, server_pids: tuple[int, int | None], n: int, 
 
 
 # =============================================================================
-# report
-# =============================================================================
-
-
-def fmt(x: float | None, digits: int = 1) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "-"
-    return f"{x:.{digits}f}"
-
-
-HEADER = ("target", "N", "cli", "fr/s in", "msg/s out", "lag p50/p99", "stop p50/p99",
-          "commit p50/p99", "c>aud p50/p99", "turn p50/p99", "rtt p50/p99", "grow",
-          "srv CPU%",
-          "valkey CPU%", "redis rt/cmd/KiB", "ms/sess-s", "cli CPU%", "other CPU%", "held")
-
-
-def pair(values: list[float], digits: int = 1) -> str:
-    if not values:
-        return "-"
-    return f"{fmt(pct(values, 0.5), digits)}/{fmt(pct(values, 0.99), digits)}"
-
-
-def per_session_minute(r: Run) -> str:
-    """Redis round trips, commands and KiB per session-minute: rt/cmd/KiB."""
-    if r.store_io is None or not r.session_seconds:
-        return "-"
-    k = 60 / r.session_seconds
-    io = r.store_io
-    return f"{io['rt'] * k:.0f}/{io['cmds'] * k:.0f}/{io['bytes'] * k / 1024:.0f}"
-
-
-def row(r: Run) -> tuple[str, ...]:
-    held, why = r.held()
-    w = r.wall_s or float("nan")
-    cpu_ms = 1000 * r.server_cpu_s / r.session_seconds if r.session_seconds else float("nan")
-    store_pct = None if r.store_cpu_s is None else 100 * r.store_cpu_s / w
-    return (r.target, str(r.n), str(r.procs),
-            fmt(r.frames / w, 0), fmt(r.msgs_in / w, 0),
-            pair(r.lag), pair(r.stop), pair(r.commit), pair(r.first_audio), pair(r.turn),
-            pair(r.rtt, 2), fmt(r.growth(), 1),
-            fmt(100 * r.server_cpu_s / w, 0), fmt(store_pct, 0), per_session_minute(r),
-            fmt(cpu_ms, 1), fmt(100 * r.client_cpu_s / w, 0),
-            fmt(100 * r.other_cpu_s() / w, 0),
-            "yes" if held else f"NO ({why})")
-
-
-def print_table(runs: list[Run]) -> None:
-    rows = [HEADER] + [row(r) for r in runs]
-    last = len(HEADER) - 1
-    widths = [max(len(r[i]) for r in rows) for i in range(last)]
-    for k, r in enumerate(rows):
-        print("  ".join([c.rjust(w) for c, w in zip(r, widths, strict=False)] + [r[last]]),
-              flush=True)
-        if k == 0:
-            print("  ".join("-" * w for w in [*widths, len(HEADER[last])]))
-
-
-def print_summary(runs: list[Run]) -> None:
-    for target in dict.fromkeys(r.target for r in runs):
-        mine = sorted((r for r in runs if r.target == target), key=lambda r: r.n)
-        best = 0
-        for r in mine:
-            if r.held()[0]:
-                best = r.n
-            else:
-                break
-        tested = ",".join(str(r.n) for r in mine)
-        if best == mine[-1].n:
-            shown = f">= {best} (every N tested held; the limit is higher)"
-        else:
-            miss = next(r for r in mine if not r.held()[0])
-            shown = f"{best} (first miss at N={miss.n}: {miss.held()[1]})"
-        print(f"max N held in real time: {target} = {shown}  [tested N={tested}]")
-    gw = {r.n: r for r in runs if r.target == "gateway" and r.session_seconds}
-    ec = {r.n: r for r in runs if r.target == "echo" and r.session_seconds}
-    common = sorted(set(gw) & set(ec))
-    if common:
-        parts = []
-        for n in common:
-            g = 1000 * gw[n].server_cpu_s / gw[n].session_seconds
-            e = 1000 * ec[n].server_cpu_s / ec[n].session_seconds
-            parts.append(f"N={n}: {g / e:.1f}x" if e > 0 else f"N={n}: -")
-        print("gateway / echo server CPU per session-second (python process only): "
-              + ", ".join(parts))
-
-
-def print_memory(runs: list[Run]) -> None:
-    """Server memory per session: (peak RSS after the run - RSS idle at the start) / N."""
-    parts: dict[str, list[str]] = {}
-    for r in runs:
-        idle, peak = r.rss
-        if idle is None or peak is None or r.failure:
-            continue
-        parts.setdefault(r.target, []).append(f"N={r.n}: {(peak - idle) / r.n:.0f}")
-    for target, shown in parts.items():
-        idle = next(r.rss[0] for r in runs if r.target == target)
-        print(f"server RSS per session, KB ({target}: peak VmHWM summed over its python "
-              f"processes minus {idle / 1024:.0f} MB idle at the start, / N): "
-              + ", ".join(shown))
-
-
-LEGEND = f"""\
-columns (latencies in ms, as p50/p99 over all frames or turns of the run):
-  cli        client worker processes the N sessions were split across
-  fr/s in    frames sent per second, all sessions (real time is 50 x N)
-  msg/s out  server->client messages per second
-  lag        how late each frame left the client vs its absolute 20 ms schedule
-             (measured after send() returned)
-  stop       gateway: sending the frame that completes the VAD's silence window ->
-             receiving input_audio_buffer.speech_stopped
-  commit     gateway: the same frame -> input_audio_buffer.committed
-  c>aud      gateway: input_audio_buffer.committed -> the response's first
-             response.output_audio.delta
-  turn       gateway: the same frame -> first response.output_audio.delta (what a
-             caller waits after the server could know the turn ended)
-  rtt        echo: frame round trip (send() -> echoed reply received)
-  grow       server answer latency (gateway: stop; echo: rtt), mean over the last
-             third of the run minus mean over the first third
-  srv CPU%   server python process, % of one core over the streaming window
-  valkey CPU% embedded valkey-server child of the gateway, % of one core
-  redis rt/cmd/KiB  per session-minute of streamed audio, from the embedded Valkey's
-             INFO stats: reply writes (~ round trips; a pipeline is one), commands
-             executed (those its scripts ran included), KiB received + sent
-  ms/sess-s  server python CPU ms per session-second of streamed audio (valkey not
-             included; includes the server's idle cost, shown above the table)
-  cli CPU%   the client worker processes, % of one core
-  other CPU% everything else busy on the machine meanwhile (other processes, the
-             kernel), % of one core: a noisy neighbour shows up here
-held real time = send-lag p99 < {LAG_P99_MAX_MS:.0f} ms AND mean send lag over the last 1 s
-  < {LAG_TAIL_MAX_MS:.0f} ms (no backlog on the way in) AND server answer latency (gateway:
-  stop; echo: rtt) p99 < {SERVER_P99_MAX_MS:.0f} ms AND grow < {SERVER_GROWTH_MAX_MS:.0f} ms
-  (no queue building on the server) AND every turn (gateway) / frame (echo) answered
-  AND no error events."""
-
-
-# =============================================================================
 # main
 # =============================================================================
 
@@ -769,6 +544,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="send the gateway each frame as a binary message of raw PCM16 (the "
                    "gateway's extension) instead of input_audio_buffer.append JSON; the "
                    "echo server still gets JSON")
+    p.add_argument("--deflate", action="store_true",
+                   help="the clients offer permessage-deflate, as websockets-based clients "
+                   "(the openai SDK's) do by default, and the echo server accepts it as the "
+                   "gateway does unless --gateway-arg=--ws-compression=none; every message "
+                   "is then compressed each way")
     p.add_argument("--gateway-session", metavar="JSON",
                    help="diagnosis: a session object the gateway's clients send as a "
                    "session.update once created, e.g. '{\"turn_detection\": null}' (the "
@@ -785,6 +565,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--gateway-tcp-nodelay", action="store_true",
                    help="diagnosis: start the gateway with TCP_NODELAY on its listening "
                    "socket (set from a bench-side launcher, product code untouched)")
+    p.add_argument("--repeat", type=int, default=1, metavar="K",
+                   help="run every target at every N K times, in K rounds (each round "
+                   "runs both targets), and print the gateway/echo ratio's median and "
+                   "range over the rounds: one run's ratio moves with the machine "
+                   "(+-15%% here)")
     p.add_argument("--json", metavar="FILE", help="also write the raw figures to FILE")
     # worker mode (internal)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -795,6 +580,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--n-total", type=int, help=argparse.SUPPRESS)
     p.add_argument("--drain", type=float, default=0.3, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.repeat < 1:
+        p.error("--repeat must be >= 1")
     if args.quick:
         args.sessions, args.seconds = "1,4", 4.0
     return args
@@ -866,7 +653,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.echo_url:
                 plan.append(("echo", args.echo_url, (0, None)))
             else:
-                echo = start_echo(args.uvloop, args.echo_arg)
+                echo = start_echo(args.uvloop, [*(["--compression", "deflate"] if args.deflate
+                                                  else []), *args.echo_arg])
                 servers.append(echo)
                 plan.append(("echo", echo.match, (echo.pid, None)))
         if args.gateway_tcp_nodelay or args.profile:
@@ -874,12 +662,15 @@ def main(argv: list[str] | None = None) -> int:
                   + (" TCP_NODELAY on its listening socket" if args.gateway_tcp_nodelay else "")
                   + (f" cProfile -> {args.profile}" if args.profile else "") + ")")
         print(f"relay bench {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, load average "
-              f"{loadavg()}: N={sizes}, {args.seconds:g} s per run, 20 ms frames of 24 kHz "
+              f"{loadavg()}: N={sizes}, {args.seconds:g} s per run"
+              + (f", {args.repeat} rounds" if args.repeat > 1 else "")
+              + ", 20 ms frames of 24 kHz "
               f"PCM16, {TONE_FRAMES * FRAME_MS / 1000:g} s tone / "
               f"{SILENCE_FRAMES * FRAME_MS / 1000:g} s silence; {os.cpu_count()} CPUs; "
               f"client: {args.client_procs} worker process(es), "
               f"{'uvloop' if args.uvloop else 'asyncio'} loop"
-              + ("; binary PCM16 frames to the gateway" if args.binary else ""), flush=True)
+              + ("; binary PCM16 frames to the gateway" if args.binary else "")
+              + ("; permessage-deflate offered" if args.deflate else ""), flush=True)
         idle_kb = {target: server_rss_kb(pids) for target, url, pids in plan}
         for target, url, pids in plan:
             own, store = idle_cpu(pids)
@@ -887,18 +678,20 @@ def main(argv: list[str] | None = None) -> int:
                   + (f", valkey-server pid {pids[1]}" if pids[1] else "")
                   + f"); idle CPU with no session: {fmt(own, 1)}% of a core"
                   + (f" (+ valkey {fmt(store, 1)}%)" if pids[1] else ""), flush=True)
-        for target, url, pids in plan:
+        for k, (target, url, pids) in ((k, t) for k in range(args.repeat) for t in plan):
             for n in sizes:
                 t = time.monotonic()
                 # where gateway.cli puts its embedded Valkey: EmbeddedValkey(data dir / "valkey")
                 sock = tmp / "gw" / "valkey" / "valkey.sock" if target == "gateway" \
                     and not args.gateway_url else None
                 r = run_one(target, url, pids, n, args.seconds, args.client_procs, args.uvloop,
-                            sock, args.binary, args.gateway_session)
+                            sock, args.binary, args.gateway_session, args.deflate)
                 r.rss = (idle_kb[target], server_rss_kb(pids, "VmHWM"))
+                r.round = k
                 runs.append(r)
                 held, why = r.held()
-                print(f"  ran {target} N={n} in {time.monotonic() - t:.1f} s: "
+                shown = f"{target} N={n}" + (f" (round {k + 1})" if args.repeat > 1 else "")
+                print(f"  ran {shown} in {time.monotonic() - t:.1f} s: "
                       f"{'held' if held else 'NOT held: ' + why}", flush=True)
                 time.sleep(0.5)  # let closing sessions settle
     finally:

@@ -1,0 +1,30 @@
+"""The relay bench, briefly (~25 s): in rounds, with permessage-deflate offered, it
+runs both targets at every N, every session of every run answered, and prints
+the gateway/echo ratio over the rounds (issue 14)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_relay_rounds_with_deflate(tmp_path: Path) -> None:
+    out = tmp_path / "relay.json"
+    run = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "relay.py"), "--sessions", "2", "--seconds",
+         "3.5", "--repeat", "2", "--deflate", "--json", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    runs = json.loads(out.read_text())
+    assert sorted((r["target"], r["round"]) for r in runs) == [
+        ("echo", 0), ("echo", 1), ("gateway", 0), ("gateway", 1)]
+    for r in runs:
+        assert r["failure"] == "" and r["frames"] > 0, r
+        # a gateway turn every 3 s of tone and silence: each session had its answer
+        assert (r["turn"] if r["target"] == "gateway" else r["rtt"]), r
+    assert "permessage-deflate offered" in run.stdout
+    assert "N=2: " in run.stdout and "x median, " in run.stdout and " over 2 rounds" in run.stdout
