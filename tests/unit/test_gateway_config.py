@@ -44,6 +44,7 @@ def test_a_bad_env_value_names_its_variable() -> None:
     ([], {"DUPLEX_GATEWAY_ALLOWED_ORIGINS": "ftp://x"}, "'ftp://x' is not an origin"),
     (["--log-level", "trace"], {}, "--log-level must be one of"),
     ([], {"DUPLEX_GATEWAY_LOOP": "trio"}, "--loop must be one of"),
+    (["--ws-compression", "gzip"], {}, "--ws-compression must be one of"),
 ])
 def test_values_the_gateway_cannot_use_are_refused_at_start(argv: list[str],
                                                             env: dict[str, str],
