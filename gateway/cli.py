@@ -188,13 +188,15 @@ def run_server(config: GatewayConfig, sockets: list[socket.socket], *, on_ready:
 def uvicorn_config(config: GatewayConfig, app: Starlette) -> uvicorn.Config:
     import uvicorn
 
+    from gateway.ws_reads import DirectReads
+
     return uvicorn.Config(
         app, log_level=config.log_level, lifespan="on",
         ws_max_size=max(16 * 1024 * 1024, 2 * config.max_message_bytes),
         ws_ping_interval=20.0, ws_ping_timeout=20.0, log_config=None,
         ws_per_message_deflate=config.ws_compression == "deflate",
         ssl_certfile=config.ssl_certfile, ssl_keyfile=config.ssl_keyfile,
-        http=header_deadline(config.header_timeout_s),
+        http=header_deadline(config.header_timeout_s), ws=DirectReads,
         limit_concurrency=config.max_connections or None,
         timeout_graceful_shutdown=max(1, round(config.shutdown_timeout_s)))
 

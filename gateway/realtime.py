@@ -35,6 +35,7 @@ from gateway import owner_relay, sockets
 from gateway.auth import RESUME_REFUSAL_CODES, AccessPolicy, resume_refused
 from gateway.gateway import ResyncRequired
 from gateway.log_limits import LogLimiter
+from gateway.ws_reads import direct_reads
 
 if TYPE_CHECKING:
     from gateway.gateway import Gateway
@@ -217,6 +218,18 @@ async def _read(ws: WebSocket, runner: SessionRunner, attachment: WsAttachment,
                 resumable: bool, max_bytes: int) -> None:
     code = int(CloseCode.ABNORMAL)
     limiter = LogLimiter(log)  # this socket's warnings: a flood is one line
+    direct = direct_reads(ws)
+
+    def deliver(text: str | None, data: bytes | None) -> bool:
+        """A message straight from the socket's parser: taken unless this loop
+        would have to wait or stop for it (a late command, a replaced socket)."""
+        if runner.closed.is_set() or runner.emitter.attachment is not attachment:
+            return False
+        _take_now(runner, attachment, text, data, max_bytes, limiter)
+        return True
+
+    if direct is not None:
+        direct.deliver = deliver
     try:
         while True:
             msg = await ws.receive()
@@ -231,6 +244,10 @@ async def _read(ws: WebSocket, runner: SessionRunner, attachment: WsAttachment,
     except RuntimeError:
         pass  # receive after the server closed the socket
     finally:
+        if direct is not None:
+            direct.deliver = None
+            log.debug("session %s: %d messages went straight from the socket to the session",
+                      runner.session_id, direct.delivered)
         limiter.flush()
     if attachment.ended.is_set():
         return
@@ -246,10 +263,20 @@ async def _take(runner: SessionRunner, attachment: WsAttachment, msg: Message,
     """One client frame. Total: whatever it holds, the session lives, and the
     client hears at most one ``error`` about it."""
     text, data = msg.get("text"), msg.get("bytes")
-    try:
-        if runner.closed.is_set():
+    if runner.closed.is_set():
+        try:
             await _refuse_late(runner, text, max_bytes)
-            return
+        except Exception:  # a bug of ours on one message: that message fails, not the session
+            limiter.warning("failed", "session %s: a late client message failed",
+                            runner.session_id, exc_info=True)
+        return
+    _take_now(runner, attachment, text, data, max_bytes, limiter)
+
+
+def _take_now(runner: SessionRunner, attachment: WsAttachment, text: str | None,
+              data: bytes | None, max_bytes: int, limiter: LogLimiter) -> None:
+    """One frame for an open session, into its mailbox (never waits)."""
+    try:
         if attachment.unconfirmed:
             attachment.unconfirmed = False
             runner.confirm_token(attachment.generation)

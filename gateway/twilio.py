@@ -46,6 +46,7 @@ from gateway.telephony.security import (
     signature_ok,
     stream_token_ok,
 )
+from gateway.ws_reads import direct_reads
 
 if TYPE_CHECKING:
     from gateway.gateway import Gateway
@@ -381,6 +382,24 @@ async def _read(stream: _Stream, attachment: TwilioAttachment, bridge: TwilioBri
     runner = attachment.runner
     stopped = False
     touched = time.monotonic()
+    direct = direct_reads(stream.ws)
+
+    def deliver(text: str | None, data: bytes | None) -> bool:
+        """A message straight from the socket's parser (``gateway.ws_reads``): taken
+        unless this loop must act on it (a stop, a replaced socket, a registry touch
+        that is due)."""
+        if (runner.emitter.attachment is not attachment
+                or time.monotonic() - touched > TOUCH_EVERY_S):
+            return False
+        msg = _parse(stream, text, attachment.call_sid)
+        if msg is not None:
+            if msg["event"] == "stop":
+                return False
+            _take(stream, msg, attachment)
+        return True
+
+    if direct is not None:
+        direct.deliver = deliver
     try:
         while True:
             raw = await stream.ws.receive()
@@ -402,6 +421,9 @@ async def _read(stream: _Stream, attachment: TwilioAttachment, bridge: TwilioBri
                 await bridge.registry.touch(attachment.call_sid)
     except (WebSocketDisconnect, RuntimeError):
         pass  # the peer went away, or we closed the socket
+    finally:
+        if direct is not None:
+            direct.deliver = None
     if attachment.ended.is_set():
         return
     if stopped:  # the call is over: one terminal, and forget the call

@@ -7,6 +7,8 @@ included. Either way a whole voice turn works and its audio is intact.
 
 from __future__ import annotations
 
+import asyncio
+import re
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,8 @@ from gateway_process import GatewayProcess, running_tone
 from test_voice_turn import pcm_of
 
 from plugins.tone import decode_turn
+
+STRAIGHT = re.compile(r": (\d+) messages went straight from the socket to the session")
 
 
 async def _turn_over(gateway: GatewayProcess) -> str | None:
@@ -44,5 +48,12 @@ async def test_by_default_a_clients_deflate_offer_is_taken(gateway: GatewayProce
 async def test_ws_compression_none_declines_it(tmp_path: Path, how: str) -> None:
     args, env = (["--ws-compression", "none"], None) if how == "flag" else \
         ([], {"DUPLEX_GATEWAY_WS_COMPRESSION": "none"})
-    with running_tone(tmp_path, *args, env=env) as gateway:
+    with running_tone(tmp_path, "--log-level", "debug", *args, env=env) as gateway:
         assert await _turn_over(gateway) is None
+        # and the appends went straight from the socket to the session (DirectReads)
+        for _ in range(100):
+            counts = [int(m.group(1)) for m in map(STRAIGHT.search, gateway.output) if m]
+            if counts:
+                break
+            await asyncio.sleep(0.05)
+        assert counts and counts[0] > 50, gateway.output[-20:]

@@ -1,0 +1,55 @@
+"""A client's WebSocket messages handed to its session as they are parsed.
+
+Through ASGI, each message a client sends takes a long way in: uvicorn parses it,
+queues it for the application and pauses the socket's reading; the endpoint's
+reader task wakes, takes it through Starlette's ``receive``, and uvicorn resumes
+reading. For 50 audio appends a second a session that is a task wake-up, a
+queue round and a pause and resume of the socket per message, for a message the
+reader then only decodes and queues again in the session's mailbox.
+
+``DirectReads`` is uvicorn's WebSocket protocol with one addition: an endpoint
+may set ``deliver``, a callback that takes a message (text, or bytes) at once,
+while uvicorn is still in ``data_received``, and says whether it did. What it
+does not take (and anything that arrives while messages wait in the ASGI queue,
+so that order holds) goes the usual way, to the endpoint's ``receive``; so do
+the disconnect, and every frame that is not a data message. ``deliver`` must not
+block: it is called from the event loop's protocol callback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from starlette.websockets import WebSocket
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
+Deliver = Callable[[str | None, bytes | None], bool]  # (text, data) -> taken
+
+
+class DirectReads(WebSocketsSansIOProtocol):
+    deliver: Deliver | None = None
+    delivered = 0  # messages taken by ``deliver``, this connection (for tests)
+
+    def send_receive_event_to_app(self) -> None:
+        deliver = self.deliver
+        if deliver is not None and not self.close_sent and self.queue.empty():
+            data = self.frames[0] if len(self.frames) == 1 else b"".join(self.frames)
+            if self.curr_msg_data_type == "text":
+                try:
+                    taken = deliver(data.decode(), None)
+                except UnicodeDecodeError:
+                    taken = False  # uvicorn's own path closes with 1007
+            else:
+                taken = deliver(None, data)
+            if taken:
+                self.frames = []
+                self.delivered += 1
+                return
+        super().send_receive_event_to_app()
+
+
+def direct_reads(ws: WebSocket) -> DirectReads | None:
+    """The ``DirectReads`` protocol serving ``ws``, if that is what serves it (the
+    gateway's own server; not a test client or another ASGI server)."""
+    protocol = getattr(ws._receive, "__self__", None)  # uvicorn passes its bound receive
+    return protocol if isinstance(protocol, DirectReads) else None
