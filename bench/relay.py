@@ -568,8 +568,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--repeat", type=int, default=1, metavar="K",
                    help="run every target at every N K times, in K rounds (each round "
                    "runs both targets), and print the gateway/echo ratio's median and "
-                   "range over the rounds: one run's ratio moves with the machine "
-                   "(+-15%% here)")
+                   "range over rounds 2..K (round 1 warms both processes up): one run's "
+                   "ratio moves with the machine (+-15%% here)")
     p.add_argument("--json", metavar="FILE", help="also write the raw figures to FILE")
     # worker mode (internal)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

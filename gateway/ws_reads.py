@@ -14,6 +14,11 @@ does not take (and anything that arrives while messages wait in the ASGI queue,
 so that order holds) goes the usual way, to the endpoint's ``receive``; so do
 the disconnect, and every frame that is not a data message. ``deliver`` must not
 block: it is called from the event loop's protocol callback.
+
+Order: a message ``deliver`` takes was sent after every message the endpoint
+has taken from ``receive``. So the endpoint must finish with each message it
+takes from ``receive`` before it waits on anything, unless ``deliver`` refuses
+everything meanwhile (as the gateway's readers do once a session is closed).
 """
 
 from __future__ import annotations

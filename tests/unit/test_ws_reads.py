@@ -24,7 +24,13 @@ class Seen:
     order: list[str] = field(default_factory=list)  # every message, as the app got it
     direct: list[str] = field(default_factory=list)  # those deliver() took
     protocol: list[DirectReads | None] = field(default_factory=list)
+    two: asyncio.Event = field(default_factory=asyncio.Event)  # two messages in
     done: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def note(self, message: str) -> None:
+        self.order.append(message)
+        if len(self.order) >= 2:
+            self.two.set()
 
 
 def app_for(seen: Seen, refuse: set[str]) -> Starlette:
@@ -37,7 +43,7 @@ def app_for(seen: Seen, refuse: set[str]) -> Starlette:
             message = text if text is not None else "bytes:" + (data or b"").decode()
             if message in refuse:
                 return False
-            seen.order.append(message)
+            seen.note(message)
             seen.direct.append(message)
             return True
 
@@ -47,10 +53,8 @@ def app_for(seen: Seen, refuse: set[str]) -> Starlette:
             msg = await ws.receive()
             if msg["type"] == "websocket.disconnect":
                 break
-            seen.order.append(msg["text"] if msg.get("text") is not None
-                              else "bytes:" + msg["bytes"].decode())
-            if seen.order[-1] == "slow":
-                await asyncio.sleep(0.05)  # messages arriving meanwhile wait their turn
+            seen.note(msg["text"] if msg.get("text") is not None
+                      else "bytes:" + msg["bytes"].decode())
         protocol.deliver = None
         seen.done.set()
 
@@ -62,14 +66,14 @@ async def serve() -> AsyncIterator[tuple[Seen, set[str], str]]:
     seen, refuse = Seen(), set[str]()
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app_for(seen, refuse), ws=DirectReads,
-                                           log_config=None, lifespan="off"))
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started:
-        await asyncio.sleep(0.01)
+    config = uvicorn.Config(app_for(seen, refuse), ws=DirectReads, log_config=None,
+                            lifespan="off")
+    config.load()
+    server = uvicorn.Server(config)
+    server.lifespan = config.lifespan_class(config)
+    await server.startup(sockets=[sock])
     yield seen, refuse, f"ws://127.0.0.1:{sock.getsockname()[1]}/"
-    server.should_exit = True
-    await task
+    await server.shutdown(sockets=[sock])
 
 
 async def test_messages_deliver_takes_skip_the_queue_in_order(
@@ -96,8 +100,7 @@ async def test_a_refused_message_and_those_behind_it_keep_their_order(
     async with websockets.connect(url, compression=None) as ws:
         await ws.send("a")
         await ws.send("b")
-        while len(seen.order) < 2:
-            await asyncio.sleep(0.01)
+        await asyncio.wait_for(seen.two.wait(), 5)
         for m in sent[2:]:
             await ws.send(m)
     await asyncio.wait_for(seen.done.wait(), 10)
