@@ -18,7 +18,7 @@ import json
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -105,8 +105,10 @@ class Emitter:
             stamped.append((seq, wire["type"], dumps(wire)))
         return stamped
 
-    async def publish(self, events: Sequence[Event]) -> bool:
-        """Journal then send ``events`` in order; False when the store refused them."""
+    async def publish(self, events: Sequence[Event], *,
+                      before_send: Callable[[], Awaitable[None]] | None = None) -> bool:
+        """Journal then send ``events`` in order; False when the store refused them.
+        ``before_send`` runs once they are journaled, before the first is sent."""
         try:
             if self._uncertain:
                 await self._reconcile()
@@ -131,6 +133,8 @@ class Emitter:
             await self.send_unjournaled(exc)
             return False
         self.last_seq = stamped[-1][0]
+        if before_send is not None:
+            await before_send()
         while self._window and trim is not None and self._window[0][1] <= trim:
             self._window_bytes -= self._window.popleft()[2]
         for seq, kind, text in stamped:

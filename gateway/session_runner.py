@@ -35,7 +35,7 @@ from duplex.errors import (
 from duplex.events import ServerEvent, event
 from duplex.fence import Fence, is_current_epoch
 from duplex.session import SessionCore, apply_command
-from duplex.store.base import SessionRecord, SessionStore
+from duplex.store.base import EndState, SessionRecord, SessionStore
 from engines.base import StageOutput
 from gateway import runner_items as ri
 from gateway.audio_io import AudioIO
@@ -473,31 +473,44 @@ class SessionRunner:
 
     async def shutdown(self, reason: str, *,
                        terminal: ServerEvent = ServerEvent.SESSION_CLOSED) -> None:
-        """Stage cleanup first, then exactly one terminal event (I5), then the slot."""
+        """Stage cleanup first, then exactly one terminal event (I5), journaled, then
+        the slot freed, then the terminal sent: a client that reopens the moment it
+        hears the terminal finds the slot free (R9)."""
         if self.closed.is_set():
             return
         self.core.close(reason)
         await self._run_effects()
         await self.orch.detach(self.core.fence)
         final = event(terminal, reason=reason[:MAX_REASON_CHARS])
+        state: EndState = "expired" if terminal is ServerEvent.SESSION_EXPIRED else "closed"
+        freed = False
+
+        async def free_slot() -> None:
+            nonlocal freed
+            freed = True
+            await self._close_in_store(state)
+
         try:
-            journaled = await self.emitter.publish([final])
+            journaled = await self.emitter.publish([final], before_send=free_slot)
         except DuplexError as exc:  # e.g. another process claimed it meanwhile
             log.warning("session %s: terminal not journaled: %s", self.session_id, exc)
             journaled = False
+        if not freed:
+            await free_slot()
         if not journaled:
             await self.emitter.send(dumps(final))
-        try:
-            await self.store.close_session(
-                self.session_id, self.emitter.owner, self.emitter.incarnation,
-                state="expired" if terminal is ServerEvent.SESSION_EXPIRED else "closed")
-        except DuplexError as exc:
-            log.warning("session %s: close not persisted: %s", self.session_id, exc)
         self.closed.set()
         await self._refuse_queued()
         if self.emitter.attachment is not None:
             await self.emitter.attachment.end(CloseCode.NORMAL, reason, linger_s=LINGER_S)
         self._finish()
+
+    async def _close_in_store(self, state: EndState) -> None:
+        try:
+            await self.store.close_session(self.session_id, self.emitter.owner,
+                                           self.emitter.incarnation, state=state)
+        except DuplexError as exc:
+            log.warning("session %s: close not persisted: %s", self.session_id, exc)
 
     async def _refuse_queued(self) -> None:
         """Whatever the client sent after the end gets a clear refusal, with its id
