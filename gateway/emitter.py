@@ -108,7 +108,8 @@ class Emitter:
     async def publish(self, events: Sequence[Event], *,
                       before_send: Callable[[], Awaitable[None]] | None = None) -> bool:
         """Journal then send ``events`` in order; False when the store refused them.
-        ``before_send`` runs once they are journaled, before the first is sent."""
+        ``before_send`` runs once they are journaled, before the first is sent (so it
+        has run if this returns True and events were for the wire)."""
         try:
             if self._uncertain:
                 await self._reconcile()

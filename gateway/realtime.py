@@ -35,7 +35,7 @@ from gateway import owner_relay, sockets
 from gateway.auth import RESUME_REFUSAL_CODES, AccessPolicy, resume_refused
 from gateway.gateway import ResyncRequired
 from gateway.log_limits import LogLimiter
-from gateway.ws_reads import direct_reads
+from gateway.ws_reads import delivering
 
 if TYPE_CHECKING:
     from gateway.gateway import Gateway
@@ -218,7 +218,6 @@ async def _read(ws: WebSocket, runner: SessionRunner, attachment: WsAttachment,
                 resumable: bool, max_bytes: int) -> None:
     code = int(CloseCode.ABNORMAL)
     limiter = LogLimiter(log)  # this socket's warnings: a flood is one line
-    direct = direct_reads(ws)
 
     def deliver(text: str | None, data: bytes | None) -> bool:
         """A message straight from the socket's parser: taken unless this loop
@@ -228,27 +227,25 @@ async def _read(ws: WebSocket, runner: SessionRunner, attachment: WsAttachment,
         _take_now(runner, attachment, text, data, max_bytes, limiter)
         return True
 
-    if direct is not None:
-        direct.deliver = deliver
-    try:
-        while True:
-            msg = await ws.receive()
-            if msg["type"] == "websocket.disconnect":
-                code = int(msg.get("code") or CloseCode.ABNORMAL)
-                break
-            if runner.emitter.attachment is not attachment:
-                return  # replaced or ended: this socket's input no longer counts (R18)
-            await _take(runner, attachment, msg, max_bytes, limiter)
-    except WebSocketDisconnect as exc:
-        code = exc.code
-    except RuntimeError:
-        pass  # receive after the server closed the socket
-    finally:
-        if direct is not None:
-            direct.deliver = None
-            log.debug("session %s: %d messages went straight from the socket to the session",
-                      runner.session_id, direct.delivered)
-        limiter.flush()
+    with delivering(ws, deliver) as direct:
+        try:
+            while True:
+                msg = await ws.receive()
+                if msg["type"] == "websocket.disconnect":
+                    code = int(msg.get("code") or CloseCode.ABNORMAL)
+                    break
+                if runner.emitter.attachment is not attachment:
+                    return  # replaced or ended: this socket's input no longer counts (R18)
+                await _take(runner, attachment, msg, max_bytes, limiter)
+        except WebSocketDisconnect as exc:
+            code = exc.code
+        except RuntimeError:
+            pass  # receive after the server closed the socket
+        finally:
+            limiter.flush()
+            if direct is not None:
+                log.debug("session %s: %d messages went straight from the socket to the "
+                          "session", runner.session_id, direct.delivered)
     if attachment.ended.is_set():
         return
     attachment.ended.set()

@@ -483,21 +483,14 @@ class SessionRunner:
         await self.orch.detach(self.core.fence)
         final = event(terminal, reason=reason[:MAX_REASON_CHARS])
         state: EndState = "expired" if terminal is ServerEvent.SESSION_EXPIRED else "closed"
-        freed = False
-
-        async def free_slot() -> None:
-            nonlocal freed
-            freed = True
-            await self._close_in_store(state)
-
-        try:
-            journaled = await self.emitter.publish([final], before_send=free_slot)
+        try:  # a journaled terminal frees the slot before it is sent
+            journaled = await self.emitter.publish(
+                [final], before_send=lambda: self._close_in_store(state))
         except DuplexError as exc:  # e.g. another process claimed it meanwhile
             log.warning("session %s: terminal not journaled: %s", self.session_id, exc)
             journaled = False
-        if not freed:
-            await free_slot()
         if not journaled:
+            await self._close_in_store(state)
             await self.emitter.send(dumps(final))
         self.closed.set()
         await self._refuse_queued()

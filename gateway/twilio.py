@@ -46,7 +46,7 @@ from gateway.telephony.security import (
     signature_ok,
     stream_token_ok,
 )
-from gateway.ws_reads import direct_reads
+from gateway.ws_reads import delivering
 
 if TYPE_CHECKING:
     from gateway.gateway import Gateway
@@ -382,7 +382,6 @@ async def _read(stream: _Stream, attachment: TwilioAttachment, bridge: TwilioBri
     runner = attachment.runner
     stopped = False
     touched = time.monotonic()
-    direct = direct_reads(stream.ws)
 
     def deliver(text: str | None, data: bytes | None) -> bool:
         """A message straight from the socket's parser (``gateway.ws_reads``): taken
@@ -398,32 +397,28 @@ async def _read(stream: _Stream, attachment: TwilioAttachment, bridge: TwilioBri
             _take(stream, msg, attachment)
         return True
 
-    if direct is not None:
-        direct.deliver = deliver
-    try:
-        while True:
-            raw = await stream.ws.receive()
-            if raw["type"] == "websocket.disconnect":
-                break
-            if runner.emitter.attachment is not attachment:
-                # replaced, ended or detached: this socket no longer speaks for the call
-                await attachment.end(CloseCode.NORMAL, "detached")
-                return
-            msg = _parse(stream, raw.get("text"), attachment.call_sid)
-            if msg is None:
-                continue
-            if msg["event"] == "stop":
-                stopped = True
-                break
-            _take(stream, msg, attachment)
-            if time.monotonic() - touched > TOUCH_EVERY_S:
-                touched = time.monotonic()
-                await bridge.registry.touch(attachment.call_sid)
-    except (WebSocketDisconnect, RuntimeError):
-        pass  # the peer went away, or we closed the socket
-    finally:
-        if direct is not None:
-            direct.deliver = None
+    with delivering(stream.ws, deliver):
+        try:
+            while True:
+                raw = await stream.ws.receive()
+                if raw["type"] == "websocket.disconnect":
+                    break
+                if runner.emitter.attachment is not attachment:
+                    # replaced, ended or detached: this socket no longer speaks for the call
+                    await attachment.end(CloseCode.NORMAL, "detached")
+                    return
+                msg = _parse(stream, raw.get("text"), attachment.call_sid)
+                if msg is None:
+                    continue
+                if msg["event"] == "stop":
+                    stopped = True
+                    break
+                _take(stream, msg, attachment)
+                if time.monotonic() - touched > TOUCH_EVERY_S:
+                    touched = time.monotonic()
+                    await bridge.registry.touch(attachment.call_sid)
+        except (WebSocketDisconnect, RuntimeError):
+            pass  # the peer went away, or we closed the socket
     if attachment.ended.is_set():
         return
     if stopped:  # the call is over: one terminal, and forget the call

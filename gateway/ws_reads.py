@@ -23,7 +23,8 @@ everything meanwhile (as the gateway's readers do once a session is closed).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 
 from starlette.websockets import WebSocket
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
@@ -58,3 +59,17 @@ def direct_reads(ws: WebSocket) -> DirectReads | None:
     gateway's own server; not a test client or another ASGI server)."""
     protocol = getattr(ws._receive, "__self__", None)  # uvicorn passes its bound receive
     return protocol if isinstance(protocol, DirectReads) else None
+
+
+@contextlib.contextmanager
+def delivering(ws: WebSocket, deliver: Deliver) -> Iterator[DirectReads | None]:
+    """``deliver`` takes ``ws``'s messages straight from the parser while the block
+    runs (where ``DirectReads`` serves it); yields the protocol, or None."""
+    direct = direct_reads(ws)
+    if direct is not None:
+        direct.deliver = deliver
+    try:
+        yield direct
+    finally:
+        if direct is not None:
+            direct.deliver = None
