@@ -13,13 +13,13 @@ news), at most a few per attachment.
 
 from __future__ import annotations
 
-import asyncio
 import enum
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from duplex.errors import CapacityError
+from gateway.wakeup import Wakeup
 
 
 class Lane(enum.IntEnum):
@@ -36,7 +36,7 @@ class Mailbox:
         # the enum costs more than the rest of it); purge keeps each deque, so this holds
         self._in_order = tuple(self._lanes[lane] for lane in sorted(Lane))
         self._limits = limits
-        self._ready = asyncio.Event()
+        self._ready = Wakeup()  # the worker is its one waiter
 
     def put(self, lane: Lane, item: Any) -> None:
         self._check_room(lane)

@@ -17,13 +17,14 @@ from collections.abc import Callable
 from duplex.fence import Fence, is_current_epoch
 from duplex.pacing import Pacer
 from gateway import runner_items as ri
+from gateway.wakeup import Wakeup
 from plugins import base as pb
 
 
 class PacedAudio:
     def __init__(self, lead_ms: float, limit: int, output_rate: int) -> None:
         self._items: deque[ri.Delta] = deque()
-        self._ready = asyncio.Event()
+        self._ready = Wakeup()  # ``run`` is its one waiter
         self._pacer = Pacer(lead_ms)
         self._limit = limit
         self._rate = output_rate

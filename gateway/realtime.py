@@ -35,7 +35,7 @@ from gateway import owner_relay, sockets
 from gateway.auth import RESUME_REFUSAL_CODES, AccessPolicy, resume_refused
 from gateway.gateway import ResyncRequired
 from gateway.log_limits import LogLimiter
-from gateway.ws_reads import delivering
+from gateway.ws_reads import delivering, direct_reads
 
 if TYPE_CHECKING:
     from gateway.gateway import Gateway
@@ -53,6 +53,7 @@ class WsAttachment:
 
     def __init__(self, ws: WebSocket, generation: int, *, resumed: bool = False) -> None:
         self.ws = ws
+        self.direct = direct_reads(ws)  # sends straight to uvicorn's protocol when it can
         self.generation = generation
         self.ended = asyncio.Event()
         self.close_code, self.close_reason, self.linger_s = int(CloseCode.NORMAL), "", 0.0
@@ -60,7 +61,9 @@ class WsAttachment:
         self.unconfirmed = resumed
 
     async def send_text(self, text: str) -> None:
-        await self.ws.send_text(text)
+        direct = self.direct
+        if direct is None or not direct.send_text_now(text):
+            await self.ws.send_text(text)
 
     async def end(self, code: int, reason: str, *, linger_s: float = 0.0) -> None:
         """Stop serving this socket. With ``linger_s`` the socket stays open that long

@@ -19,6 +19,12 @@ Order: a message ``deliver`` takes was sent after every message the endpoint
 has taken from ``receive``. So the endpoint must finish with each message it
 takes from ``receive`` before it waits on anything, unless ``deliver`` refuses
 everything meanwhile (as the gateway's readers do once a session is closed).
+
+The way out is as long: Starlette's ``send``, its exception wrapper, uvicorn's
+``send`` coroutine and its wait on ``writable``, for each server event.
+``send_text_now`` does what that path does for a text message on an open,
+writable socket, and leaves every other case (a handshake, a close, a peer gone,
+a full transport) to it.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from collections.abc import Callable, Iterator
 
 from starlette.websockets import WebSocket
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.exceptions import InvalidState
 
 Deliver = Callable[[str | None, bytes | None], bool]  # (text, data) -> taken
 
@@ -52,6 +59,22 @@ class DirectReads(WebSocketsSansIOProtocol):
                 self.delivered += 1
                 return
         super().send_receive_event_to_app()
+
+
+    def send_text_now(self, text: str) -> bool:
+        """Send ``text`` as uvicorn's ASGI ``send`` would, without the trip through
+        Starlette and uvicorn's coroutine (and its wait on ``writable``, an
+        ``asyncio.Event``); False, and nothing sent, unless the socket is open and
+        writable now: the caller then takes the ASGI way, which waits, or raises."""
+        if (self.disconnected or self.close_sent or not self.handshake_complete
+                or self.initial_response is not None or not self.writable.is_set()):
+            return False
+        try:
+            self.conn.send_text(text.encode())
+        except InvalidState:
+            return False
+        self.transport.write(b"".join(self.conn.data_to_send()))
+        return True
 
 
 def direct_reads(ws: WebSocket) -> DirectReads | None:

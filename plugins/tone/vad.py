@@ -57,7 +57,10 @@ class EnergyVad:
         self._clock += pcm.size
         events: list[VadEvent] = []
         segmenter, length = self._segmenter, self._framer.length
-        for frame in self._framer.push(pcm):
+        # the usual append is one whole frame: taken as it is, not cut into rows
+        frames = ((pcm,) if pcm.size == length and not self._framer.pending.size
+                  else self._framer.push(pcm))
+        for frame in frames:
             start, end = end, end + length
             power = frame_power(frame)
             if power >= segmenter.stop_level:  # a voiced frame: its pitch is the latest word

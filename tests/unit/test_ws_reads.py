@@ -1,6 +1,7 @@
 """``DirectReads`` on a real uvicorn server: what ``deliver`` takes skips the ASGI
 queue, what it refuses comes through ``receive``, and the order of the messages
-holds either way."""
+holds either way; ``send_text_now`` sends while the socket is open and refuses
+once it is not."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ class Seen:
     protocol: list[DirectReads | None] = field(default_factory=list)
     two: asyncio.Event = field(default_factory=asyncio.Event)  # two messages in
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    sent_now: list[bool] = field(default_factory=list)  # send_text_now's answers
 
     def note(self, message: str) -> None:
         self.order.append(message)
@@ -43,6 +45,10 @@ def app_for(seen: Seen, refuse: set[str]) -> Starlette:
             message = text if text is not None else "bytes:" + (data or b"").decode()
             if message in refuse:
                 return False
+            if message.startswith("say:"):  # answer straight away, as a session's emitter does
+                assert protocol is not None
+                seen.sent_now += [protocol.send_text_now(f"r{i}")
+                                  for i in range(int(message[4:]))]
             seen.note(message)
             seen.direct.append(message)
             return True
@@ -56,6 +62,7 @@ def app_for(seen: Seen, refuse: set[str]) -> Starlette:
             seen.note(msg["text"] if msg.get("text") is not None
                       else "bytes:" + msg["bytes"].decode())
         protocol.deliver = None
+        seen.sent_now.append(protocol.send_text_now("late"))  # the peer is gone
         seen.done.set()
 
     return Starlette(routes=[WebSocketRoute("/", endpoint)])
@@ -126,3 +133,14 @@ def _send_bad_text(ws: websockets.ClientConnection) -> None:
 
     ws.protocol.send_frame(Frame(Opcode.TEXT, b"\xff\xfe"))
     ws.send_data()
+
+
+async def test_send_text_now_sends_in_order_deflated_and_refuses_once_closed(
+        serve: tuple[Seen, set[str], str]) -> None:
+    seen, _, url = serve
+    async with websockets.connect(url) as ws:  # permessage-deflate, as clients offer it
+        await ws.send("say:30")
+        got = [await asyncio.wait_for(ws.recv(), 5) for _ in range(30)]
+    await asyncio.wait_for(seen.done.wait(), 10)
+    assert got == [f"r{i}" for i in range(30)]
+    assert seen.sent_now == [True] * 30 + [False]
