@@ -272,7 +272,8 @@ COMMAND_TYPES: frozenset[str] = frozenset(_PARSERS)
 
 def parse_command(obj: object) -> Command:
     """Parse one decoded JSON client event."""
-    if not isinstance(obj, Mapping):
+    # a JSON object is a dict, checked first: an isinstance of the Mapping ABC is slow
+    if type(obj) is not dict and not isinstance(obj, Mapping):
         raise InvalidRequest("a client event must be a JSON object", code="invalid_event")
     raw_id = obj.get("event_id")
     event_id = raw_id if isinstance(raw_id, str) else None

@@ -107,6 +107,9 @@ def _alaw_table() -> Pcm:
     return np.where(plain & 0x80, magnitude, -magnitude).astype(np.int16)
 
 
+_WIRE_PCM16: Final = np.dtype("<i2")
+_NATIVE_IS_WIRE: Final = _WIRE_PCM16 == np.dtype(np.int16)
+
 ULAW_TABLE: Final[Pcm] = _ulaw_table()
 ALAW_TABLE: Final[Pcm] = _alaw_table()
 ULAW_TABLE.flags.writeable = False
@@ -124,14 +127,17 @@ def alaw_decode(codes: _U8) -> Pcm:
 
 
 def from_wire(data: bytes, fmt: AudioFormat) -> Pcm:
-    """Wire bytes → int16 PCM at ``fmt.rate`` (no resampling)."""
+    """Wire bytes → int16 PCM at ``fmt.rate`` (no resampling). PCM16 comes back as a
+    read-only view of ``data`` where the machine is little-endian, as the wire is (no
+    copy for 50 appends a second a session; nothing downstream writes to its input)."""
     if fmt is AudioFormat.PCM16:
         if len(data) % 2:
             raise InvalidRequest(
                 f"audio/pcm is 16-bit: got {len(data)} bytes, an odd count",
                 code="invalid_audio",
             )
-        return np.frombuffer(data, dtype="<i2").astype(np.int16)
+        pcm: Pcm = np.frombuffer(data, dtype=_WIRE_PCM16)
+        return pcm if _NATIVE_IS_WIRE else pcm.astype(np.int16)
     codes = np.frombuffer(data, dtype=np.uint8)
     return ulaw_decode(codes) if fmt is AudioFormat.PCMU else alaw_decode(codes)
 

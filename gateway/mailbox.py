@@ -37,6 +37,7 @@ class Mailbox:
         self._in_order = tuple(self._lanes[lane] for lane in sorted(Lane))
         self._limits = limits
         self._ready = Wakeup()  # the worker is its one waiter
+        self._waiting = False  # the worker is in get(), waiting
 
     def put(self, lane: Lane, item: Any) -> None:
         self._check_room(lane)
@@ -79,7 +80,17 @@ class Mailbox:
                 if queue:
                     return queue.popleft()
             self._ready.clear()
-            await self._ready.wait()
+            self._waiting = True
+            try:
+                await self._ready.wait()
+            finally:
+                self._waiting = False
+
+    @property
+    def idle(self) -> bool:
+        """The worker waits for an item and none is queued: what it is given next it
+        handles next."""
+        return self._waiting and not any(self._in_order)
 
     def purge(self, lane: Lane, keep: Any) -> int:
         """Drop the items of ``lane`` for which ``keep(item)`` is false."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,8 +65,17 @@ class Confirm:
     generation: int
 
 
+@dataclass(slots=True)
+class Heard:
+    """The rest of an append the runner took at once (``SessionRunner._append_now``):
+    its VAD events, and the plan's payloads for it once planned (None: not yet)."""
+    pcm: pb.Pcm
+    vad_events: tuple[pb.VadEvent, ...]
+    submissions: Sequence[pb.Submit] | None = None
+
+
 def is_audio(item: Any) -> bool:
-    return isinstance(item, c.AppendAudio)
+    return isinstance(item, c.AppendAudio | Heard)
 
 
 class CoreView:

@@ -101,8 +101,29 @@ class SessionRunner:
         A cancel or close goes ahead of the audio still queued (I7)."""
         if isinstance(cmd, ri.OVERTAKE_AUDIO):
             self.mailbox.put_ahead(Lane.CONTROL, cmd, of=ri.is_audio)
-        else:
+        elif not (isinstance(cmd, c.AppendAudio) and self._append_now(cmd.audio)):
             self.mailbox.put(Lane.CONTROL, cmd)
+
+    def _append_now(self, data: bytes) -> bool:
+        """An append taken here, without waking the worker, when the worker waits with
+        nothing queued: it would handle it next, and its handling is synchronous up
+        to the VAD's events and the plan's payloads, which (if any) are queued for the
+        worker as one ``ri.Heard``. False when it must be queued instead: the worker is
+        busy, a lease renewal is due, or the audio is bad (the worker refuses it)."""
+        if not self.mailbox.idle or self.closed.is_set() or self._renew_due(time.time()):
+            return False
+        try:
+            pcm = self.audio.decode(data)
+        except DuplexError:
+            return False
+        if len(pcm):
+            self.core.audio_appended(1000.0 * len(pcm) / self.plugin.capabilities.input_rate)
+            heard = ri.Heard(pcm, tuple(self.vad.process(pcm)) if self.vad is not None else ())
+            if not heard.vad_events:
+                heard.submissions = self.plan.audio(pcm, self._view)
+            if heard.vad_events or heard.submissions:
+                self.mailbox.put(Lane.CONTROL, heard)
+        return True
 
     def report(self, error: DuplexError) -> None:
         """Queue an error for the client, in order with the events before it."""
@@ -220,6 +241,10 @@ class SessionRunner:
             await self._append(item.audio)
             await self._run_effects()
             return
+        if isinstance(item, ri.Heard):  # the rest of an append taken at once
+            await self._heard(item)
+            await self._run_effects()
+            return
         if isinstance(item, c.Command):
             await self._renew(force=isinstance(item, c.Heartbeat))
         match item:
@@ -312,14 +337,22 @@ class SessionRunner:
         if len(pcm) == 0:
             return
         self.core.audio_appended(1000.0 * len(pcm) / self.plugin.capabilities.input_rate)
-        if self.vad is not None:
-            for vad_event in self.vad.process(pcm):
-                if vad_event.started:
-                    self.core.speech_started(vad_event.audio_ms)
-                else:
-                    self.core.speech_stopped(vad_event.audio_ms)
-                await self._run_effects()
-        await self._submit(self.plan.audio(pcm, self._view))
+        await self._heard(ri.Heard(pcm, tuple(self.vad.process(pcm)) if self.vad is not None
+                                   else ()))
+
+    async def _heard(self, heard: ri.Heard) -> None:
+        """An append's VAD events, then its audio for the plan (which the VAD's turn
+        end may have changed, so it is planned after them)."""
+        for vad_event in heard.vad_events:
+            if vad_event.started:
+                self.core.speech_started(vad_event.audio_ms)
+            else:
+                self.core.speech_stopped(vad_event.audio_ms)
+            await self._run_effects()
+        submissions = heard.submissions
+        if submissions is None:
+            submissions = self.plan.audio(heard.pcm, self._view)
+        await self._submit(submissions)
 
     async def _submit(self, submissions: Sequence[pb.Submit]) -> None:
         """Execute the plan: each payload goes to its stage's request of the live epoch."""
@@ -445,8 +478,7 @@ class SessionRunner:
         too (append_events.lua touches it as renew.lua does), so only a session that
         journaled nothing lately makes this round trip."""
         now = time.time()
-        last = max(self._renewed_at, self.emitter.renewed_at)
-        if not force and now - last < self.limits.renew_every_s:
+        if not force and not self._renew_due(now):
             return
         self._renewed_at = now
         try:
@@ -456,6 +488,9 @@ class SessionRunner:
             log.info("session %s: lease not renewed: %s", self.session_id, exc)
         except SessionStateError as exc:  # ended or vanished under us
             raise LeaseLost(f"the session is gone from the store: {exc.message}") from exc
+
+    def _renew_due(self, now: float) -> bool:
+        return now - max(self._renewed_at, self.emitter.renewed_at) >= self.limits.renew_every_s
 
     async def _lose_lease(self, exc: LeaseLost) -> None:
         """Another process owns the session now (I3): stop serving it, write nothing."""
