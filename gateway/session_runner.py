@@ -81,6 +81,7 @@ class SessionRunner:
         self.clock = ri.ReplyClock()
         self._warn = LogLimiter(log)  # what a client can trigger at will: one line a while
         self._renewed_at = 0.0
+        self.taken_at_once = 0  # appends handled without the worker (_append_now), for tests
         self._unsaved: deque[fx.SaveItem | fx.ForgetItem | fx.SaveConfig] = deque()
         self.recovery: at.Recovery | None = None  # said in the next session.resumed
         self.record: SessionRecord | None = None  # as restored from Redis, if it was
@@ -116,6 +117,7 @@ class SessionRunner:
             pcm = self.audio.decode(data)
         except DuplexError:
             return False
+        self.taken_at_once += 1
         if len(pcm):
             self.core.audio_appended(1000.0 * len(pcm) / self.plugin.capabilities.input_rate)
             heard = ri.Heard(pcm, tuple(self.vad.process(pcm)) if self.vad is not None else ())
