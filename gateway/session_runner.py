@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
-from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,18 +36,18 @@ from duplex.session import SessionCore, apply_command
 from duplex.store.base import EndState, SessionRecord, SessionStore
 from engines.base import StageOutput
 from gateway import runner_items as ri
-from gateway.audio_io import AudioIO
 from gateway.emitter import Attachment, Emitter, dumps
+from gateway.history_writes import HistoryWrites
 from gateway.log_limits import LogLimiter
 from gateway.mailbox import Lane, Mailbox
 from gateway.metrics import Metrics
 from gateway.paced_audio import PacedAudio
+from gateway.user_audio import UserAudio
 from orchestrator.duplex import DuplexOrchestrator
 from plugins import base as pb
 
 log = logging.getLogger(__name__)
 
-MAX_UNSAVED = 256  # history/config writes held while Redis is away
 LINGER_S = 2.0  # after the terminal, late commands are refused this long, then close
 MAX_REASON_CHARS = 256  # a client's session.close reason, as the terminal repeats it (I8)
 
@@ -66,23 +64,18 @@ class SessionRunner:
         self.metrics = metrics
         self.limits = limits
         caps = plugin.capabilities
-        self.audio = AudioIO(caps.input_rate, caps.output_rate)
-        self.audio.configure(core.config.input_format, core.config.output_format)
-        self.vad: pb.VoiceActivityDetector | None = None
-        self._vad_config = core.config.turn_detection
-        if self._vad_config is not None:
-            self.vad = plugin.create_vad(self._vad_config)
         self.mailbox = Mailbox({Lane.URGENT: 0, Lane.CONTROL: limits.max_pending_commands,
                                 Lane.EVENTS: limits.max_pending_events,
                                 Lane.MEDIA: limits.max_pending_audio})
         self._paced = PacedAudio(limits.lead_ms, limits.max_pending_audio, caps.output_rate)
         self.plan = plugin.plan()  # which stage hears what: the plugin's to say
         self._view = ri.CoreView(core)
+        self.user_audio = UserAudio(core, plugin, self.plan, self._view)
         self.clock = ri.ReplyClock()
         self._warn = LogLimiter(log)  # what a client can trigger at will: one line a while
         self._renewed_at = 0.0
         self.taken_at_once = 0  # appends handled without the worker (_append_now), for tests
-        self._unsaved: deque[fx.SaveItem | fx.ForgetItem | fx.SaveConfig] = deque()
+        self._history = HistoryWrites(core, emitter, store)
         self.recovery: at.Recovery | None = None  # said in the next session.resumed
         self.record: SessionRecord | None = None  # as restored from Redis, if it was
         self.task: asyncio.Task[None] | None = None
@@ -114,17 +107,13 @@ class SessionRunner:
         if not self.mailbox.idle or self.closed.is_set() or self._renew_due(time.time()):
             return False
         try:
-            pcm = self.audio.decode(data)
+            pcm = self.user_audio.decode(data)
         except DuplexError:
             return False
         self.taken_at_once += 1
-        if len(pcm):
-            self.core.audio_appended(1000.0 * len(pcm) / self.plugin.capabilities.input_rate)
-            heard = ri.Heard(pcm, tuple(self.vad.process(pcm)) if self.vad is not None else ())
-            if not heard.vad_events:
-                heard.submissions = self.plan.audio(pcm, self._view)
-            if heard.vad_events or heard.submissions:
-                self.mailbox.put(Lane.CONTROL, heard)
+        heard = self.user_audio.hear(pcm)
+        if heard is not None:
+            self.mailbox.put(Lane.CONTROL, heard)
         return True
 
     def report(self, error: DuplexError) -> None:
@@ -269,7 +258,7 @@ class SessionRunner:
                 return
             case c.UpdateSession():
                 apply_command(self.core, item)
-                self._reconfigure()
+                self.user_audio.reconfigure()
             case c.AckEvents():
                 await self.store.trim_journal(self.session_id, min(
                     item.server_event_seq, self.emitter.last_seq))
@@ -304,7 +293,7 @@ class SessionRunner:
                 self.core.transcript(delta.item_id, delta.text)
             case pb.Speech():
                 fence = item.fence.with_turn(delta.turn_id)
-                pcm = self.audio.encode(delta.pcm)
+                pcm = self.user_audio.io.encode(delta.pcm)
                 ms = 1000.0 * len(delta.pcm) / self.plugin.capabilities.output_rate
                 first = self.core.response is not None and not self.core.response.ledger.marks
                 if self.core.assistant_audio(fence, pybase64.b64encode_as_string(pcm), ms,
@@ -324,23 +313,12 @@ class SessionRunner:
         if name is not None:
             self.clock.stage(name, seconds)
 
-    def _reconfigure(self) -> None:
-        cfg = self.core.config
-        self.audio.configure(cfg.input_format, cfg.output_format)
-        if cfg.turn_detection != self._vad_config:
-            self._vad_config = cfg.turn_detection
-            self.vad = (self.plugin.create_vad(cfg.turn_detection)
-                        if cfg.turn_detection is not None else None)
-
-    # -- user audio ----------------------------------------------------------------
+    # -- user audio (``gateway.user_audio``) ------------------------------------------
 
     async def _append(self, data: bytes) -> None:
-        pcm = self.audio.decode(data)
-        if len(pcm) == 0:
-            return
-        self.core.audio_appended(1000.0 * len(pcm) / self.plugin.capabilities.input_rate)
-        await self._heard(ri.Heard(pcm, tuple(self.vad.process(pcm)) if self.vad is not None
-                                   else ()))
+        heard = self.user_audio.hear(self.user_audio.decode(data))
+        if heard is not None:
+            await self._heard(heard)
 
     async def _heard(self, heard: ri.Heard) -> None:
         """An append's VAD events, then its audio for the plan (which the VAD's turn
@@ -388,40 +366,14 @@ class SessionRunner:
                 if not self.core.closed:  # the new epoch starts where the plan says
                     await self._submit(self.plan.effect(effect, self._view))
             case fx.SaveItem() | fx.ForgetItem() | fx.SaveConfig():
-                self._unsaved.append(effect)
-                await self._save()
-
-    async def _save(self) -> None:
-        """Write pending history/config changes in order. While Redis is down they
-        wait here (bounded) and go out with the next write; the turn goes on."""
-        sid, owner, inc = self.session_id, self.emitter.owner, self.emitter.incarnation
-        while self._unsaved:
-            effect = self._unsaved[0]
-            try:
-                match effect:
-                    case fx.SaveItem():
-                        await self.store.history_append(
-                            sid, owner, inc, effect.item_id, json.dumps(effect.item),
-                            effect.previous_item_id)
-                    case fx.ForgetItem():
-                        await self.store.history_delete(sid, owner, inc, effect.item_id)
-                    case fx.SaveConfig():
-                        wire = self.core.config.wire(sid)
-                        await self.store.set_config(sid, owner, inc, json.dumps(wire))
-            except StoreUnavailable as exc:
-                log.warning("session %s: %d history/config writes pending: %s",
-                            sid, len(self._unsaved), exc)
-                if len(self._unsaved) > MAX_UNSAVED:
-                    raise
-                return
-            self._unsaved.popleft()
+                await self._history.write(effect)
 
     async def _abort_epoch(self, cancelled: Fence) -> None:
         await self.orch.abort_epoch(cancelled)
         live = self.core.fence
         self._paced.drop_stale(live)
         self.mailbox.purge(Lane.MEDIA, lambda d: is_current_epoch(live, d.fence))
-        self.audio.reset_output()
+        self.user_audio.io.reset_output()
         try:
             await self.store.bump_epoch(self.session_id, self.emitter.owner,
                                         self.emitter.incarnation, cancelled.epoch)
