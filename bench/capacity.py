@@ -149,9 +149,9 @@ def load_worker(url: str, seconds: float, index: int) -> None:
     """Journal one event on each of its sessions per round trip (a pipeline of
     ``append_events`` script calls, exactly the arguments the store passes) until
     ``seconds`` pass; print how many."""
-    from duplex.journal import stream_id
-    from duplex.store import codec, keys
+    from duplex.store import keys
     from duplex.store._scripts import _source
+    from duplex.store.redis_store import append_args
 
     owner = f"load-{index}"
     opened = asyncio.run(open_load_sessions(url, owner, index))
@@ -165,8 +165,9 @@ def load_worker(url: str, seconds: float, index: int) -> None:
         seq += 1
         pipe = r.pipeline(transaction=False)
         for sid, incarnation in opened:
-            pipe.evalsha(sha, 3, keys.meta(sid), keys.journal(sid), keys.LEASES, sid, owner,
-                         incarnation, 20000, codec.num(time.time()), "", "", stream_id(seq), EVENT)
+            args, _ = append_args(sid, owner, incarnation, [(seq, EVENT)], max_len=20000,
+                                  now=time.time())
+            pipe.evalsha(sha, 3, keys.meta(sid), keys.journal(sid), keys.LEASES, *args)
         pipe.execute()
         done += len(opened)
     print(f"DONE {done}", flush=True)
@@ -201,7 +202,8 @@ def measure_store(args: argparse.Namespace, tmp: Path, m: Measured) -> None:
         calls1, all1 = script_calls(r)
         for p in procs:
             assert p.stdout is not None
-            p.stdout.readline()
+            if not p.stdout.readline().startswith("DONE"):
+                raise SystemExit("a load process failed (its error is above)")
             p.wait(30)
     finally:
         for p in procs:

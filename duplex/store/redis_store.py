@@ -325,17 +325,9 @@ class RedisSessionStore:
         ``epoch``/``turn_id`` are stored as monotonic high-water marks;
         ``trim_upto`` then drops what ``trim_journal`` would.
         """
-        if max_len < 1:
-            raise ValueError("max_len must be >= 1")
         sid = keys.checked_id(session_id)
-        args: list[str | int] = [
-            sid, owner, incarnation, max_len,
-            codec.opt_num(now), codec.opt(epoch), codec.opt(turn_id), codec.opt(trim_upto),
-        ]
-        size = 0
-        for seq, event in events:
-            args += [stream_id(seq), event]
-            size += len(event)
+        args, size = append_args(sid, owner, incarnation, events, max_len=max_len, now=now,
+                                 epoch=epoch, turn_id=turn_id, trim_upto=trim_upto)
         last: int = await self.batch.write(
             "append_events", self._s.append_events,
             [keys.meta(sid), keys.journal(sid), keys.LEASES], args, durable=True, size=size)
@@ -437,3 +429,22 @@ class RedisSessionStore:
     async def close(self) -> None:
         await self.batch.close()
         await self._r.aclose()
+
+
+def append_args(sid: str, owner: str, incarnation: int, events: Sequence[tuple[int, str]], *,
+                max_len: int, now: float | None = None, epoch: int | None = None,
+                turn_id: int | None = None,
+                trim_upto: int | None = None) -> tuple[list[str | int], int]:
+    """The arguments of ``append_events.lua`` (built here only: ``bench/capacity.py``
+    loads a server with the very calls the store makes), and the events' bytes."""
+    if max_len < 1:
+        raise ValueError("max_len must be >= 1")
+    args: list[str | int] = [
+        sid, owner, incarnation, max_len,
+        codec.opt_num(now), codec.opt(epoch), codec.opt(turn_id), codec.opt(trim_upto),
+    ]
+    size = 0
+    for seq, event in events:
+        args += [stream_id(seq), event]
+        size += len(event)
+    return args, size
