@@ -31,7 +31,7 @@ from duplex import wire
 from duplex.attach import GAP_CLOSE_REASON, resync_required
 from duplex.close_codes import CloseCode, close_reason
 from duplex.errors import CapacityError, DuplexError, InvalidRequest, SessionStateError
-from gateway import owner_relay, sockets
+from gateway import owner_relay, sockets, ws_reads
 from gateway.auth import RESUME_REFUSAL_CODES, AccessPolicy, resume_refused
 from gateway.gateway import ResyncRequired
 from gateway.log_limits import LogLimiter
@@ -61,9 +61,7 @@ class WsAttachment:
         self.unconfirmed = resumed
 
     async def send_text(self, text: str) -> None:
-        direct = self.direct
-        if direct is None or not direct.send_text_now(text):
-            await self.ws.send_text(text)
+        await ws_reads.send_text(self.ws, self.direct, text)
 
     async def end(self, code: int, reason: str, *, linger_s: float = 0.0) -> None:
         """Stop serving this socket. With ``linger_s`` the socket stays open that long

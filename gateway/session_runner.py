@@ -107,7 +107,7 @@ class SessionRunner:
         if not self.mailbox.idle or self.closed.is_set() or self._renew_due(time.time()):
             return False
         try:
-            pcm = self.user_audio.decode(data)
+            pcm = self.user_audio.io.decode(data)
         except DuplexError:
             return False
         self.taken_at_once += 1
@@ -316,7 +316,7 @@ class SessionRunner:
     # -- user audio (``gateway.user_audio``) ------------------------------------------
 
     async def _append(self, data: bytes) -> None:
-        heard = self.user_audio.hear(self.user_audio.decode(data))
+        heard = self.user_audio.hear(self.user_audio.io.decode(data))
         if heard is not None:
             await self._heard(heard)
 

@@ -36,10 +36,6 @@ class UserAudio:
             self.vad = (self._plugin.create_vad(cfg.turn_detection)
                         if cfg.turn_detection is not None else None)
 
-    def decode(self, data: bytes) -> pb.Pcm:
-        """Client audio as PCM at the plugin's rate; ``InvalidRequest`` if malformed."""
-        return self.io.decode(data)
-
     def hear(self, pcm: pb.Pcm) -> ri.Heard | None:
         """The core counts the audio and the VAD hears it; then, unless the VAD has
         events (whose effects may change what the plan does), the plan takes it.

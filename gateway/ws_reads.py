@@ -24,7 +24,8 @@ The way out is as long: Starlette's ``send``, its exception wrapper, uvicorn's
 ``send`` coroutine and its wait on ``writable``, for each server event.
 ``send_text_now`` does what that path does for a text message on an open,
 writable socket, and leaves every other case (a handshake, a close, a peer gone,
-a full transport) to it.
+a full transport) to it; ``send_text`` is the one way both endpoints' attachments
+send (``/v1/realtime`` and the Twilio media stream).
 """
 
 from __future__ import annotations
@@ -82,6 +83,13 @@ def direct_reads(ws: WebSocket) -> DirectReads | None:
     gateway's own server; not a test client or another ASGI server)."""
     protocol = getattr(ws._receive, "__self__", None)  # uvicorn passes its bound receive
     return protocol if isinstance(protocol, DirectReads) else None
+
+
+async def send_text(ws: WebSocket, direct: DirectReads | None, text: str) -> None:
+    """``text`` to ``ws``: straight into ``direct`` (its protocol, ``direct_reads(ws)``,
+    looked up once per socket) when it can take it now, else the ASGI way."""
+    if direct is None or not direct.send_text_now(text):
+        await ws.send_text(text)
 
 
 @contextlib.contextmanager

@@ -23,6 +23,7 @@ from duplex import commands as c
 from duplex.close_codes import close_reason
 from duplex.errors import CapacityError
 from gateway.log_limits import LogLimiter
+from gateway.ws_reads import direct_reads, send_text
 
 if TYPE_CHECKING:
     from gateway.session_runner import SessionRunner
@@ -49,6 +50,7 @@ class TwilioAttachment:
     def __init__(self, ws: WebSocket, stream_sid: str, call_sid: str, generation: int,
                  runner: SessionRunner) -> None:
         self.ws = ws
+        self.direct = direct_reads(ws)  # sends straight to uvicorn's protocol when it can
         self.stream_sid = stream_sid
         self.call_sid = call_sid
         self.generation = generation
@@ -69,7 +71,7 @@ class TwilioAttachment:
             log.info("call %s: session error %s", self.call_sid, ev.get("error"))
 
     async def _send(self, message: dict[str, Any]) -> None:
-        await self.ws.send_text(json.dumps({**message, "streamSid": self.stream_sid}))
+        await send_text(self.ws, self.direct, json.dumps({**message, "streamSid": self.stream_sid}))
 
     async def _audio(self, ev: dict[str, Any]) -> None:
         payload = ev.get("delta") or ""
