@@ -7,7 +7,7 @@ against a bare ``websockets`` echo server (the floor), side by side.
                                     [--client-procs 1] [--targets gateway,echo]
                                     [--workers 1] [--binary] [--echo-arg=--stack=uvicorn]
                                     [--gateway-session JSON] [--profile FILE]
-                                    [--repeat K] [--deflate]
+                                    [--repeat K] [--together] [--deflate]
 
 Each session is one asyncio task streaming 20 ms frames of 24 kHz PCM16 mono as
 ``input_audio_buffer.append`` JSON (``--binary``: binary PCM16 messages to the
@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import concurrent.futures
 import contextlib
 import json
 import math
@@ -484,6 +485,7 @@ def run_one(target: str, url: str, server_pids: tuple[int, int | None], n: int, 
                 w.kill()
                 w.wait(5)
     run.wall_s = m1 - m0
+    run.started_at = wall_t0
     if io0 is not None and io1 is not None:
         run.store_io = {k: io1[k] - io0[k] for k in io0}
     run.machine_cpu_s = (box1 - box0) / CLK_TCK
@@ -570,6 +572,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    "runs both targets), and print the gateway/echo ratio's median and "
                    "range over rounds 2..K (round 1 warms both processes up): one run's "
                    "ratio moves with the machine (+-15%% here)")
+    p.add_argument("--together", action="store_true",
+                   help="run the targets at the same time, each with its own client "
+                   "processes: both meet the same machine in the same seconds, so their "
+                   "ratio does not move with a neighbour that comes and goes between runs "
+                   "(the other target shows in `other CPU%%`)")
     p.add_argument("--json", metavar="FILE", help="also write the raw figures to FILE")
     # worker mode (internal)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -678,14 +685,10 @@ def main(argv: list[str] | None = None) -> int:
                   + (f", valkey-server pid {pids[1]}" if pids[1] else "")
                   + f"); idle CPU with no session: {fmt(own, 1)}% of a core"
                   + (f" (+ valkey {fmt(store, 1)}%)" if pids[1] else ""), flush=True)
-        for k, (target, url, pids) in ((k, t) for k in range(args.repeat) for t in plan):
-            for n in sizes:
-                t = time.monotonic()
-                # where gateway.cli puts its embedded Valkey: EmbeddedValkey(data dir / "valkey")
-                sock = tmp / "gw" / "valkey" / "valkey.sock" if target == "gateway" \
-                    and not args.gateway_url else None
-                r = run_one(target, url, pids, n, args.seconds, args.client_procs, args.uvloop,
-                            sock, args.binary, args.gateway_session, args.deflate)
+        for k, group in _schedule(plan, sizes, args.repeat, args.together):
+            t = time.monotonic()
+            got = _run_group(group, tmp, args)
+            for (target, _url, pids, n), r in zip(group, got, strict=True):
                 r.rss = (idle_kb[target], server_rss_kb(pids, "VmHWM"))
                 r.round = k
                 runs.append(r)
@@ -693,7 +696,7 @@ def main(argv: list[str] | None = None) -> int:
                 shown = f"{target} N={n}" + (f" (round {k + 1})" if args.repeat > 1 else "")
                 print(f"  ran {shown} in {time.monotonic() - t:.1f} s: "
                       f"{'held' if held else 'NOT held: ' + why}", flush=True)
-                time.sleep(0.5)  # let closing sessions settle
+            time.sleep(0.5)  # let closing sessions settle
     finally:
         for s in reversed(servers):
             s.stop()
@@ -708,6 +711,34 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps([{**vars(r), "held": r.held()} for r in runs]))
     return 0
+
+
+Job = tuple[str, str, tuple[int, int | None], int]  # target, url, server pids, N
+
+
+def _schedule(plan: list[tuple[str, str, tuple[int, int | None]]], sizes: list[int],
+              rounds: int, together: bool) -> list[tuple[int, list[Job]]]:
+    """The runs, in order, as (round, runs started at the same time): one at a time,
+    each target through every N in turn; with ``together``, every target at once."""
+    if together:
+        return [(k, [(*entry, n) for entry in plan]) for k in range(rounds) for n in sizes]
+    return [(k, [(*entry, n)]) for k in range(rounds) for entry in plan for n in sizes]
+
+
+def _run_group(group: list[Job], tmp: Path, args: argparse.Namespace) -> list[Run]:
+    """Run ``group`` at the same time (each target its own client processes, measured
+    over its own streaming window, which overlap), a thread each."""
+    def one(job: Job) -> Run:
+        target, url, pids, n = job
+        # where gateway.cli puts its embedded Valkey: EmbeddedValkey(data dir / "valkey")
+        sock = tmp / "gw" / "valkey" / "valkey.sock" if target == "gateway" \
+            and not args.gateway_url else None
+        return run_one(target, url, pids, n, args.seconds, args.client_procs, args.uvloop,
+                       sock, args.binary, args.gateway_session, args.deflate)
+    if len(group) == 1:
+        return [one(group[0])]
+    with concurrent.futures.ThreadPoolExecutor(len(group)) as pool:
+        return list(pool.map(one, group))
 
 
 def _terminate(signum: int, frame: Any) -> None:

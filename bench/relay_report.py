@@ -34,6 +34,7 @@ class Run:
     procs: int
     seconds: float
     wall_s: float = 0.0
+    started_at: float = 0.0  # wall clock time the streaming began
     frames: int = 0
     lag: list[float] = field(default_factory=list)
     lag_tail: list[float] = field(default_factory=list)

@@ -237,7 +237,7 @@ class Loudness:
         if n == 0:
             return
         x = pcm[: n * frame].astype(np.float32).reshape(n, frame) / np.float32(32768.0)
-        level_db = 10.0 * np.log10(np.einsum("ij,ij->i", x, x) / frame + 1e-12)
+        level_db = 10.0 * np.log10(np.vecdot(x, x) / frame + 1e-12)
         self.peak_db = max(self.peak_db, float(level_db.max()))
         threshold = min(max(self.peak_db - TRIM_BELOW_PEAK_DB, TRIM_FLOOR_DBFS), TRIM_CEIL_DBFS)
         loud = np.flatnonzero(level_db >= threshold)

@@ -44,7 +44,9 @@ def frame_power(frame: Pcm) -> float:
 def frame_powers(frames: npt.NDArray[np.int16]) -> npt.NDArray[np.float64]:
     """Mean square of each row of ``frames`` (shape frames × samples), full scale = 1."""
     x = frames.astype(np.float32)
-    sums = np.asarray(np.einsum("ij,ij->i", x, x), dtype=np.float64)
+    # vecdot, not einsum: the same sums at a third of the cost for a 100 ms unit's
+    # five rows (einsum parses its subscripts on every call)
+    sums = np.asarray(np.vecdot(x, x), dtype=np.float64)
     scale: float = frames.shape[-1] * _FULL_SCALE * _FULL_SCALE
     return sums / scale
 
