@@ -36,6 +36,7 @@ from duplex.session import SessionCore, apply_command
 from duplex.store.base import EndState, SessionRecord, SessionStore
 from engines.base import StageOutput
 from gateway import runner_items as ri
+from gateway import socket_changes
 from gateway.emitter import Attachment, Emitter, dumps
 from gateway.history_writes import HistoryWrites
 from gateway.log_limits import LogLimiter
@@ -240,10 +241,10 @@ class SessionRunner:
             await self._renew(force=isinstance(item, c.Heartbeat))
         match item:
             case ri.Attach():
-                await self._attach(item)
+                await socket_changes.attach(self, item)
                 return
             case ri.Detach():
-                await self._detach(item.attachment)
+                await socket_changes.detach(self, item.attachment)
                 return
             case at.Recovery(lost_response_id=lost) if lost is not None:
                 await self.emitter.publish([at.lost_response_done(lost)])
@@ -381,51 +382,6 @@ class SessionRunner:
             log.warning("session %s: epoch bump not persisted: %s", self.session_id, exc)
 
     # -- attachments and the lease ----------------------------------------------------
-
-    async def _attach(self, item: ri.Attach) -> None:
-        """Make ``item.attachment`` the session's socket (``duplex.attach`` decides
-        what each socket hears)."""
-        old, new = self.emitter.attachment, item.attachment
-        oldest: int | None = None
-        if item.cursor is not None:
-            oldest, _ = await self.store.journal_bounds(self.session_id)
-        steps = at.attach_steps(at.Attach(
-            new.generation, item.resume_token, item.cursor,
-            replacing=old is not None and old is not new, session=self.core.session_object(),
-            oldest=oldest, last_seq=self.emitter.last_seq, recovery=self.recovery))
-        for step in steps:
-            match step:
-                case at.SendOld():
-                    await self.emitter.send(dumps(step.event))
-                case at.EndOld():
-                    self.emitter.attachment = None
-                    assert old is not None
-                    await old.end(step.code, step.reason)
-                case at.Publish():
-                    self.emitter.attachment = new
-                    await self.emitter.publish([step.event])
-                case at.SendNew():
-                    self.emitter.attachment = new
-                    await self.emitter.send(dumps(step.event))
-                case at.Replay():
-                    self.recovery = None  # said once
-                    await self.emitter.replay(step.cursor)
-                case at.Refuse():
-                    await new.end(step.code, step.reason)
-                    await self._detach(new)  # the session waits, as it was
-        item.done.set_result(not isinstance(steps[-1], at.Refuse))
-
-    async def _detach(self, attachment: Attachment) -> None:
-        """The socket of ``attachment`` went away: keep generating, start the grace.
-        The attachment is ended too: its endpoint waits on that, and a socket whose
-        send failed may never report its own end (a connection task would leak)."""
-        if self.emitter.attachment is attachment:
-            self.emitter.attachment = None
-        await attachment.end(CloseCode.GOING_AWAY, "detached")
-        try:
-            await self.store.detach(self.session_id, attachment.generation, time.time())
-        except StoreUnavailable as exc:  # the lease then ends by idle expiry instead
-            log.warning("session %s: detach not persisted: %s", self.session_id, exc)
 
     async def _renew(self, *, force: bool) -> None:
         """Renew the lease at most every ``renew_every_s``; a journal append renews it
