@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 
 MAX_UNSAVED = 256  # history/config writes held while Redis is away
 Write = fx.SaveItem | fx.ForgetItem | fx.SaveConfig
+HELD_WRITES = (fx.SaveItem, fx.ForgetItem, fx.SaveConfig)  # the effects this writes
 
 
 class HistoryWrites:

@@ -38,7 +38,7 @@ from engines.base import StageOutput
 from gateway import runner_items as ri
 from gateway import socket_changes
 from gateway.emitter import Attachment, Emitter, dumps
-from gateway.history_writes import HistoryWrites
+from gateway.history_writes import HELD_WRITES, HistoryWrites
 from gateway.log_limits import LogLimiter
 from gateway.mailbox import Lane, Mailbox
 from gateway.metrics import Metrics
@@ -343,15 +343,27 @@ class SessionRunner:
     # -- effects -------------------------------------------------------------------
 
     async def _run_effects(self) -> None:
+        """The core's effects in order, its events journaled and sent in as few
+        appends as that order allows. A history or config write does not wait for
+        the events queued before it: they go out with the ones after it, in one
+        append (a turn's commit and its reply's end each had two). Nothing a client
+        hears depends on such a write, and an item is then saved before its
+        ``conversation.item.done`` is sent, not after."""
         batch: list[dict[str, Any]] = []
         for effect in self.core.effects():
             if isinstance(effect, fx.Emit):
                 batch.append(self.clock.stamp(effect.event))
-                continue
-            if batch:
-                await self.emitter.publish(batch)
-                batch = []
-            await self._execute(effect)
+            elif batch and isinstance(effect, HELD_WRITES):
+                try:
+                    await self._history.write(effect)
+                except DuplexError:  # the store's fault: the events still get their try
+                    await self.emitter.publish(batch)
+                    raise
+            else:
+                if batch:
+                    await self.emitter.publish(batch)
+                    batch = []
+                await self._execute(effect)
         if batch:
             await self.emitter.publish(batch)
 
@@ -366,7 +378,7 @@ class SessionRunner:
                 await self._abort_epoch(effect.cancelled)
                 if not self.core.closed:  # the new epoch starts where the plan says
                     await self._submit(self.plan.effect(effect, self._view))
-            case fx.SaveItem() | fx.ForgetItem() | fx.SaveConfig():
+            case fx.SaveItem() | fx.ForgetItem() | fx.SaveConfig():  # with no events queued
                 await self._history.write(effect)
 
     async def _abort_epoch(self, cancelled: Fence) -> None:

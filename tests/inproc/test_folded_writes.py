@@ -1,14 +1,17 @@
 """Writes folded into journal appends: a session that journaled lately makes no
-renew round trip of its own (an idle one still renews), and the journal's age and
-byte bounds are kept by the appends, not by trim round trips."""
+renew round trip of its own (an idle one still renews), the journal's age and
+byte bounds are kept by the appends, not by trim round trips, and a history write
+does not split the events around it into two appends."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
-from client import b64, silence
+from client import b64, silence, tone
 from harness import MemorySocket, connect, running_app
 from starlette.applications import Starlette
 
@@ -67,3 +70,48 @@ async def test_the_appends_keep_the_journal_within_its_byte_bound(
         assert [seq for seq, _ in kept] == list(range(oldest, last + 1))
         assert last == s.events[-1]["server_event_seq"]
         assert s.of("error") == []
+
+
+async def test_a_history_write_does_not_split_a_turns_events_into_two_appends(
+        app: tuple[Starlette, Gateway], monkeypatch: pytest.MonkeyPatch) -> None:
+    starlette, gateway = app
+    writes: list[tuple[str, Any]] = []  # in the order the session made them
+    append, save = gateway.store.append_events, gateway.store.history_append
+
+    async def append_events(session_id: str, *args: Any, **kw: Any) -> int:
+        writes.append(("append", [json.loads(text)["type"] for _, text in args[2]]))
+        return await append(session_id, *args, **kw)
+
+    async def history_append(session_id: str, owner: str, incarnation: int, item_id: str,
+                             *args: Any) -> None:
+        writes.append(("history", item_id))
+        await save(session_id, owner, incarnation, item_id, *args)
+
+    monkeypatch.setattr(gateway.store, "append_events", append_events)
+    monkeypatch.setattr(gateway.store, "history_append", history_append)
+    s = await connect(starlette)
+    await s.until("session.created")
+    pcm = np.concatenate([silence(0.2), tone(0.6), silence(1.0)])
+    for start in range(0, pcm.size, 480):
+        s.send({"type": "input_audio_buffer.append", "audio": b64(pcm[start:start + 480])})
+    done = await s.until("response.done", timeout=20)
+    assert s.of("error") == []
+
+    def at(kind: str) -> int:
+        return next(i for i, (what, types) in enumerate(writes)
+                    if what == "append" and kind in types)
+
+    # the commit and the reply it starts: one append, after the user's item is saved
+    commit = at("input_audio_buffer.committed")
+    assert {"input_audio_buffer.speech_stopped", "conversation.item.done",
+            "response.created"} <= set(writes[commit][1])
+    user_item = s.of("input_audio_buffer.committed")[0]["item_id"]
+    assert writes.index(("history", user_item)) < commit
+    # the reply's end: its parts and the response.done, one append, after its item is saved
+    end = at("response.done")
+    assert {"response.output_item.done", "response.done"} <= set(writes[end][1])
+    reply_item = done["response"]["output"][0]["id"]
+    assert writes.index(("history", reply_item)) < end
+    # nothing reordered on the wire: the client saw the events in journal order
+    seqs = [e["server_event_seq"] for e in s.events]
+    assert seqs == sorted(seqs) == list(range(1, len(seqs) + 1))
