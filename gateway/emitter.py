@@ -87,6 +87,7 @@ class Emitter:
         # an append carries ``now``: it renews the lease as renew.lua would, so a
         # session that journaled lately needs no renewal of its own
         self.renewed_at = 0.0
+        self.journaled_epoch = -1  # the epoch the last append raised the stored one to
         self._window: deque[tuple[float, int, int]] = deque()  # (time, seq, bytes)
         self._window_bytes = 0
         self._recent: deque[tuple[float, int, str]] = deque()  # (time, seq, text)
@@ -156,6 +157,7 @@ class Emitter:
             max_len=self.limits.max_events, now=now, epoch=fence.epoch, turn_id=fence.turn_id,
             trim_upto=trim)
         self.renewed_at = max(self.renewed_at, now)
+        self.journaled_epoch = max(self.journaled_epoch, fence.epoch)
 
     def _keep(self, now: float, seq: int, text: str) -> None:
         self._recent.append((now, seq, text))

@@ -75,6 +75,7 @@ class SessionRunner:
         self.clock = ri.ReplyClock()
         self._warn = LogLimiter(log)  # what a client can trigger at will: one line a while
         self._renewed_at = 0.0
+        self._unsaved_epoch: int | None = None  # the first cancelled epoch not yet bumped
         self.taken_at_once = 0  # appends handled without the worker (_append_now), for tests
         self._history = HistoryWrites(core, emitter, store)
         self.recovery: at.Recovery | None = None  # said in the next session.resumed
@@ -366,6 +367,7 @@ class SessionRunner:
                 await self._execute(effect)
         if batch:
             await self.emitter.publish(batch)
+        await self._save_epochs()
 
     async def _execute(self, effect: fx.Effect) -> None:
         match effect:
@@ -387,11 +389,24 @@ class SessionRunner:
         self._paced.drop_stale(live)
         self.mailbox.purge(Lane.MEDIA, lambda d: is_current_epoch(live, d.fence))
         self.user_audio.io.reset_output()
-        try:
-            await self.store.bump_epoch(self.session_id, self.emitter.owner,
-                                        self.emitter.incarnation, cancelled.epoch)
-        except StoreUnavailable as exc:
-            log.warning("session %s: epoch bump not persisted: %s", self.session_id, exc)
+        if self._unsaved_epoch is None:
+            self._unsaved_epoch = cancelled.epoch  # saved by _save_epochs
+
+    async def _save_epochs(self) -> None:
+        """The epoch bumps of the cancels since the last journal append (I2). An
+        append raises the stored epoch to the session's (``append_events.lua``), so a
+        cancel followed by events (its ``response.done``) needs no write of its own;
+        one that is not is bumped here, once per cancel."""
+        first, self._unsaved_epoch = self._unsaved_epoch, None
+        if first is None:
+            return
+        for epoch in range(max(first, self.emitter.journaled_epoch), self.core.fence.epoch):
+            try:
+                await self.store.bump_epoch(self.session_id, self.emitter.owner,
+                                            self.emitter.incarnation, epoch)
+            except StoreUnavailable as exc:
+                log.warning("session %s: epoch bump not persisted: %s", self.session_id, exc)
+                return
 
     # -- attachments and the lease ----------------------------------------------------
 

@@ -115,3 +115,39 @@ async def test_a_history_write_does_not_split_a_turns_events_into_two_appends(
     # nothing reordered on the wire: the client saw the events in journal order
     seqs = [e["server_event_seq"] for e in s.events]
     assert seqs == sorted(seqs) == list(range(1, len(seqs) + 1))
+
+
+async def test_a_cancels_epoch_bump_rides_in_its_response_done_append_or_is_written_alone(
+        app: tuple[Starlette, Gateway], monkeypatch: pytest.MonkeyPatch) -> None:
+    """I2 without a round trip of its own: the append of a cancel's ``response.done``
+    raises the stored epoch; a cancel that journals nothing (a close mid-reply)
+    still bumps it, once."""
+    starlette, gateway = app
+    bumped: list[int] = []
+    bump = gateway.store.bump_epoch
+
+    async def bump_epoch(session_id: str, owner: str, incarnation: int, cancelled: int) -> int:
+        bumped.append(cancelled)
+        return await bump(session_id, owner, incarnation, cancelled)
+
+    monkeypatch.setattr(gateway.store, "bump_epoch", bump_epoch)
+    s = await connect(starlette)
+    sid = (await s.until("session.created"))["session"]["id"]
+    runner = gateway.runners[sid]
+    s.send({"type": "session.update", "session": {"instructions": "words=40"}})
+    s.send({"type": "response.create"})
+    await s.until("response.output_audio.delta")
+    s.send({"type": "response.cancel"})
+    done = await s.until("response.done")
+    assert done["response"]["status"] == "cancelled"
+    record = await gateway.store.get(sid)
+    assert record is not None and record.epoch == runner.core.fence.epoch == 1
+    assert bumped == []
+    # a close while a reply runs cancels it with no event of its own to journal
+    s.send({"type": "response.create"})
+    await s.until("response.output_audio.delta")
+    s.send({"type": "session.close"})
+    await s.until("session.closed")
+    record = await gateway.store.get(sid)
+    assert record is not None and record.epoch == 2
+    assert bumped == [1]
