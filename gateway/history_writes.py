@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import deque
+from collections.abc import Sequence
 
 from duplex import effects as fx
 from duplex.errors import StoreUnavailable
@@ -29,9 +30,9 @@ class HistoryWrites:
         self._core, self._emitter, self._store = core, emitter, store
         self._unsaved: deque[Write] = deque()
 
-    async def write(self, effect: Write) -> None:
-        """Write ``effect`` after every one held before it."""
-        self._unsaved.append(effect)
+    async def write(self, effects: Sequence[Write]) -> None:
+        """Write ``effects`` in order, after every one held before them."""
+        self._unsaved.extend(effects)
         sid = self._core.fence.session_id
         owner, inc = self._emitter.owner, self._emitter.incarnation
         while self._unsaved:

@@ -38,7 +38,7 @@ from engines.base import StageOutput
 from gateway import runner_items as ri
 from gateway import socket_changes
 from gateway.emitter import Attachment, Emitter, dumps
-from gateway.history_writes import HELD_WRITES, HistoryWrites
+from gateway.history_writes import HELD_WRITES, HistoryWrites, Write
 from gateway.log_limits import LogLimiter
 from gateway.mailbox import Lane, Mailbox
 from gateway.metrics import Metrics
@@ -344,30 +344,44 @@ class SessionRunner:
     # -- effects -------------------------------------------------------------------
 
     async def _run_effects(self) -> None:
-        """The core's effects in order, its events journaled and sent in as few
-        appends as that order allows. A history or config write does not wait for
-        the events queued before it: they go out with the ones after it, in one
-        append (a turn's commit and its reply's end each had two). Nothing a client
-        hears depends on such a write, and an item is then saved before its
-        ``conversation.item.done`` is sent, not after."""
+        """The core's effects in order, but for its history and config writes: those
+        go out with the events journaled next, at the same time (one pipeline,
+        ``duplex.store.batch``), and the events on either side of them in one
+        append. Nothing a client hears waits on such a write; every other effect
+        runs after the events and writes before it."""
         batch: list[dict[str, Any]] = []
+        held: list[Write] = []
         for effect in self.core.effects():
             if isinstance(effect, fx.Emit):
                 batch.append(self.clock.stamp(effect.event))
-            elif batch and isinstance(effect, HELD_WRITES):
-                try:
-                    await self._history.write(effect)
-                except DuplexError:  # the store's fault: the events still get their try
-                    await self.emitter.publish(batch)
-                    raise
+            elif isinstance(effect, HELD_WRITES):
+                held.append(effect)
             else:
-                if batch:
-                    await self.emitter.publish(batch)
-                    batch = []
+                await self._flush(batch, held)
+                batch, held = [], []
                 await self._execute(effect)
-        if batch:
-            await self.emitter.publish(batch)
+        await self._flush(batch, held)
         await self._save_epochs()
+
+    async def _flush(self, batch: list[dict[str, Any]], held: list[Write]) -> None:
+        """Publish ``batch`` while the writes ``held`` are made: the two wait on
+        Redis together (a turn's commit, its transcript and a barge-in each made
+        two round trips, one after the other)."""
+        if not held:
+            if batch:
+                await self.emitter.publish(batch)
+            return
+        if not batch:
+            await self._history.write(held)
+            return
+        saving = asyncio.ensure_future(self._history.write(held))
+        try:
+            await self.emitter.publish(batch)
+        except BaseException:
+            saving.cancel()  # the lease is lost or the worker stops: a held write waits
+            saving.add_done_callback(_retrieved)
+            raise
+        await saving
 
     async def _execute(self, effect: fx.Effect) -> None:
         match effect:
@@ -380,8 +394,6 @@ class SessionRunner:
                 await self._abort_epoch(effect.cancelled)
                 if not self.core.closed:  # the new epoch starts where the plan says
                     await self._submit(self.plan.effect(effect, self._view))
-            case fx.SaveItem() | fx.ForgetItem() | fx.SaveConfig():  # with no events queued
-                await self._history.write(effect)
 
     async def _abort_epoch(self, cancelled: Fence) -> None:
         await self.orch.abort_epoch(cancelled)
@@ -509,3 +521,9 @@ class SessionRunner:
     def _finish(self) -> None:
         for callback in self.on_closed:
             callback(self)
+
+
+def _retrieved(task: asyncio.Future[None]) -> None:
+    """A task given up on: its error, if it had one, is not worth a warning."""
+    if not task.cancelled():
+        task.exception()

@@ -72,20 +72,25 @@ async def test_the_appends_keep_the_journal_within_its_byte_bound(
         assert s.of("error") == []
 
 
-async def test_a_history_write_does_not_split_a_turns_events_into_two_appends(
+async def test_a_turns_history_writes_share_a_pipeline_with_its_events(
         app: tuple[Starlette, Gateway], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A history write neither splits the events around it into two appends nor
+    waits a round trip of its own: it goes out with them, in one pipeline."""
     starlette, gateway = app
-    writes: list[tuple[str, Any]] = []  # in the order the session made them
+    batcher = gateway.store.batch
+    writes: list[tuple[str, Any, int]] = []  # what, and the pipeline it went in
     append, save = gateway.store.append_events, gateway.store.history_append
 
     async def append_events(session_id: str, *args: Any, **kw: Any) -> int:
-        writes.append(("append", [json.loads(text)["type"] for _, text in args[2]]))
-        return await append(session_id, *args, **kw)
+        last = await append(session_id, *args, **kw)
+        writes.append(("append", [json.loads(text)["type"] for _, text in args[2]],
+                       batcher.pipelines))
+        return last
 
     async def history_append(session_id: str, owner: str, incarnation: int, item_id: str,
                              *args: Any) -> None:
-        writes.append(("history", item_id))
         await save(session_id, owner, incarnation, item_id, *args)
+        writes.append(("history", item_id, batcher.pipelines))
 
     monkeypatch.setattr(gateway.store, "append_events", append_events)
     monkeypatch.setattr(gateway.store, "history_append", history_append)
@@ -97,24 +102,29 @@ async def test_a_history_write_does_not_split_a_turns_events_into_two_appends(
     done = await s.until("response.done", timeout=20)
     assert s.of("error") == []
 
-    def at(kind: str) -> int:
-        return next(i for i, (what, types) in enumerate(writes)
+    def pipeline(kind: str) -> tuple[list[str], int]:
+        return next((types, at) for what, types, at in writes
                     if what == "append" and kind in types)
 
-    # the commit and the reply it starts: one append, after the user's item is saved
-    commit = at("input_audio_buffer.committed")
+    def saved_in(item_id: str) -> list[int]:
+        return [at for what, item, at in writes if what == "history" and item == item_id]
+
+    # the commit and the reply it starts: one append, in the pipeline saving the user item
+    types, at = pipeline("input_audio_buffer.committed")
     assert {"input_audio_buffer.speech_stopped", "conversation.item.done",
-            "response.created"} <= set(writes[commit][1])
+            "response.created"} <= set(types)
     user_item = s.of("input_audio_buffer.committed")[0]["item_id"]
-    assert writes.index(("history", user_item)) < commit
-    # the reply's end: its parts and the response.done, one append, after its item is saved
-    end = at("response.done")
-    assert {"response.output_item.done", "response.done"} <= set(writes[end][1])
-    reply_item = done["response"]["output"][0]["id"]
-    assert writes.index(("history", reply_item)) < end
+    assert saved_in(user_item)[0] == at
+    # its transcript: saved (the item again) in the pipeline that journals the event
+    _, at = pipeline("conversation.item.input_audio_transcription.completed")
+    assert saved_in(user_item)[1:] == [at]
+    # the reply's end: its parts and the response.done, one append, with its item saved
+    types, at = pipeline("response.done")
+    assert {"response.output_item.done", "response.done"} <= set(types)
+    assert saved_in(done["response"]["output"][0]["id"]) == [at]
     # nothing reordered on the wire: the client saw the events in journal order
     seqs = [e["server_event_seq"] for e in s.events]
-    assert seqs == sorted(seqs) == list(range(1, len(seqs) + 1))
+    assert seqs == list(range(1, len(seqs) + 1))
 
 
 async def test_a_cancels_epoch_bump_rides_in_its_response_done_append_or_is_written_alone(
