@@ -3,14 +3,20 @@
 The conversation goes on when a history write fails: the write waits here and
 goes out, in order, with the next one. Bounded (I8): past ``MAX_UNSAVED`` held
 writes the failure is the session's (``StoreUnavailable`` raised).
+
+Nothing a client hears waits on these writes, so the runner makes them while
+the events journaled next are (``publish_with``): both wait on Redis together,
+in one pipeline.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections import deque
 from collections.abc import Sequence
+from typing import Any
 
 from duplex import effects as fx
 from duplex.errors import StoreUnavailable
@@ -55,3 +61,29 @@ class HistoryWrites:
                     raise
                 return
             self._unsaved.popleft()
+
+    async def publish_with(self, batch: list[dict[str, Any]], held: Sequence[Write]) -> None:
+        """Publish ``batch`` while the writes ``held`` are made: the two wait on Redis
+        together (a turn's commit, its transcript and a barge-in each made two round
+        trips, one after the other)."""
+        if not held:
+            if batch:
+                await self._emitter.publish(batch)
+            return
+        if not batch:
+            await self.write(held)
+            return
+        saving = asyncio.ensure_future(self.write(held))
+        try:
+            await self._emitter.publish(batch)
+        except BaseException:
+            saving.cancel()  # the lease is lost or the worker stops: a held write waits
+            saving.add_done_callback(_retrieved)
+            raise
+        await saving
+
+
+def _retrieved(task: asyncio.Future[None]) -> None:
+    """A task given up on: its error, if it had one, is not worth a warning."""
+    if not task.cancelled():
+        task.exception()

@@ -357,31 +357,11 @@ class SessionRunner:
             elif isinstance(effect, HELD_WRITES):
                 held.append(effect)
             else:
-                await self._flush(batch, held)
+                await self._history.publish_with(batch, held)
                 batch, held = [], []
                 await self._execute(effect)
-        await self._flush(batch, held)
+        await self._history.publish_with(batch, held)
         await self._save_epochs()
-
-    async def _flush(self, batch: list[dict[str, Any]], held: list[Write]) -> None:
-        """Publish ``batch`` while the writes ``held`` are made: the two wait on
-        Redis together (a turn's commit, its transcript and a barge-in each made
-        two round trips, one after the other)."""
-        if not held:
-            if batch:
-                await self.emitter.publish(batch)
-            return
-        if not batch:
-            await self._history.write(held)
-            return
-        saving = asyncio.ensure_future(self._history.write(held))
-        try:
-            await self.emitter.publish(batch)
-        except BaseException:
-            saving.cancel()  # the lease is lost or the worker stops: a held write waits
-            saving.add_done_callback(_retrieved)
-            raise
-        await saving
 
     async def _execute(self, effect: fx.Effect) -> None:
         match effect:
@@ -522,8 +502,3 @@ class SessionRunner:
         for callback in self.on_closed:
             callback(self)
 
-
-def _retrieved(task: asyncio.Future[None]) -> None:
-    """A task given up on: its error, if it had one, is not worth a warning."""
-    if not task.cancelled():
-        task.exception()
