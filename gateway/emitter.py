@@ -70,8 +70,8 @@ def dumps(event: Event) -> str:
 
 class Emitter:
     def __init__(self, store: SessionStore, session_id: str, owner: str, incarnation: int,
-                 *, last_seq: int, beta: bool, limits: JournalLimits, metrics: Metrics,
-                 fence: Callable[[], Fence]) -> None:
+                 *, last_seq: int, epoch: int, beta: bool, limits: JournalLimits,
+                 metrics: Metrics, fence: Callable[[], Fence]) -> None:
         self.store = store
         self.session_id = session_id
         self.owner = owner
@@ -87,7 +87,7 @@ class Emitter:
         # an append carries ``now``: it renews the lease as renew.lua would, so a
         # session that journaled lately needs no renewal of its own
         self.renewed_at = 0.0
-        self.journaled_epoch = -1  # the epoch the last append raised the stored one to
+        self.stored_epoch = epoch  # the epoch Redis holds: each append raises it
         self._window: deque[tuple[float, int, int]] = deque()  # (time, seq, bytes)
         self._window_bytes = 0
         self._recent: deque[tuple[float, int, str]] = deque()  # (time, seq, text)
@@ -157,7 +157,7 @@ class Emitter:
             max_len=self.limits.max_events, now=now, epoch=fence.epoch, turn_id=fence.turn_id,
             trim_upto=trim)
         self.renewed_at = max(self.renewed_at, now)
-        self.journaled_epoch = max(self.journaled_epoch, fence.epoch)
+        self.stored_epoch = max(self.stored_epoch, fence.epoch)
 
     def _keep(self, now: float, seq: int, text: str) -> None:
         self._recent.append((now, seq, text))

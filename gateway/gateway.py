@@ -233,8 +233,8 @@ class Gateway:
         journal = JournalLimits(cfg.journal_max_events, cfg.resume_replay_ttl_s,
                                 cfg.resume_replay_max_bytes)
         emitter = Emitter(self.store, record.session_id, self.owner, record.incarnation,
-                          last_seq=record.last_seq, beta=beta, limits=journal,
-                          metrics=self.metrics, fence=lambda: core.fence)
+                          last_seq=record.last_seq, epoch=record.epoch, beta=beta,
+                          limits=journal, metrics=self.metrics, fence=lambda: core.fence)
         limits = RunnerLimits(lead_ms=cfg.output_lead_ms,
                               max_pending_commands=cfg.max_pending_commands)
         runner = SessionRunner(core, emitter, self.store, self.orchestrator, self.plugin,

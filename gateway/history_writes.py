@@ -27,8 +27,7 @@ from gateway.emitter import Emitter
 log = logging.getLogger(__name__)
 
 MAX_UNSAVED = 256  # history/config writes held while Redis is away
-Write = fx.SaveItem | fx.ForgetItem | fx.SaveConfig
-HELD_WRITES = (fx.SaveItem, fx.ForgetItem, fx.SaveConfig)  # the effects this writes
+Write = fx.SaveItem | fx.ForgetItem | fx.SaveConfig  # the effects this writes
 
 
 class HistoryWrites:

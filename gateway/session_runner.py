@@ -38,7 +38,7 @@ from engines.base import StageOutput
 from gateway import runner_items as ri
 from gateway import socket_changes
 from gateway.emitter import Attachment, Emitter, dumps
-from gateway.history_writes import HELD_WRITES, HistoryWrites, Write
+from gateway.history_writes import HistoryWrites, Write
 from gateway.log_limits import LogLimiter
 from gateway.mailbox import Lane, Mailbox
 from gateway.metrics import Metrics
@@ -75,7 +75,6 @@ class SessionRunner:
         self.clock = ri.ReplyClock()
         self._warn = LogLimiter(log)  # what a client can trigger at will: one line a while
         self._renewed_at = 0.0
-        self._unsaved_epoch: int | None = None  # the first cancelled epoch not yet bumped
         self.taken_at_once = 0  # appends handled without the worker (_append_now), for tests
         self._history = HistoryWrites(core, emitter, store)
         self.recovery: at.Recovery | None = None  # said in the next session.resumed
@@ -354,7 +353,7 @@ class SessionRunner:
         for effect in self.core.effects():
             if isinstance(effect, fx.Emit):
                 batch.append(self.clock.stamp(effect.event))
-            elif isinstance(effect, HELD_WRITES):
+            elif isinstance(effect, Write):
                 held.append(effect)
             else:
                 await self._history.publish_with(batch, held)
@@ -380,22 +379,18 @@ class SessionRunner:
         live = self.core.fence
         self._paced.drop_stale(live)
         self.mailbox.purge(Lane.MEDIA, lambda d: is_current_epoch(live, d.fence))
-        self.user_audio.io.reset_output()
-        if self._unsaved_epoch is None:
-            self._unsaved_epoch = cancelled.epoch  # saved by _save_epochs
+        self.user_audio.io.reset_output()  # its epoch is stored by _save_epochs
 
     async def _save_epochs(self) -> None:
-        """The epoch bumps of the cancels since the last journal append (I2). An
+        """The epoch bumps of the cancels (I2) that no journal append has stored. An
         append raises the stored epoch to the session's (``append_events.lua``), so a
         cancel followed by events (its ``response.done``) needs no write of its own;
-        one that is not is bumped here, once per cancel."""
-        first, self._unsaved_epoch = self._unsaved_epoch, None
-        if first is None:
-            return
-        for epoch in range(max(first, self.emitter.journaled_epoch), self.core.fence.epoch):
+        one that is not (a close mid-reply) is bumped here, once per cancel."""
+        emitter = self.emitter
+        while emitter.stored_epoch < self.core.fence.epoch:
             try:
-                await self.store.bump_epoch(self.session_id, self.emitter.owner,
-                                            self.emitter.incarnation, epoch)
+                emitter.stored_epoch = await self.store.bump_epoch(
+                    self.session_id, emitter.owner, emitter.incarnation, emitter.stored_epoch)
             except StoreUnavailable as exc:
                 log.warning("session %s: epoch bump not persisted: %s", self.session_id, exc)
                 return
@@ -501,4 +496,3 @@ class SessionRunner:
     def _finish(self) -> None:
         for callback in self.on_closed:
             callback(self)
-
