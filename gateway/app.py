@@ -15,6 +15,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
+from gateway import heap
 from gateway.auth import AccessPolicy
 from gateway.config import GatewayConfig
 from gateway.gateway import Gateway
@@ -63,20 +64,27 @@ async def metrics(request: Request) -> Response:
     return Response(gateway.metrics.render(), media_type="text/plain; version=0.0.4")
 
 
-async def _announce(gateway: Gateway, line: str | None) -> None:
+async def _announce(gateway: Gateway, line: str | None, settle_heap: bool) -> None:
     """Print ``line`` once the gateway can take sessions (models warm, Redis up);
-    until then say what it is waiting for whenever that changes."""
+    until then say what it is waiting for whenever that changes. With
+    ``settle_heap``, what is alive by then is frozen out of the garbage
+    collector's way first (``gateway.heap``)."""
     said = ""
     while why := await gateway.readiness():
         if why != said:
             log.info("not ready yet: %s", why)
             said = why
         await asyncio.sleep(0.2)
+    if settle_heap:
+        gateway.metrics.gc_frozen.set(heap.settle())
     if line:
         print(line, flush=True)
 
 
-def create_app(config: GatewayConfig, *, on_ready: str | None = None) -> Starlette:
+def create_app(config: GatewayConfig, *, on_ready: str | None = None,
+               settle_heap: bool = False) -> Starlette:
+    """The gateway's app. ``settle_heap`` is for a process that serves it and nothing
+    else (``gateway.heap.settle``): the CLI's, not a test's."""
     gateway = Gateway(config)
     access = AccessPolicy.of(config)
 
@@ -86,7 +94,7 @@ def create_app(config: GatewayConfig, *, on_ready: str | None = None) -> Starlet
             log.warning("the Twilio routes (/v1/twilio/*) are off: %s", access.twilio_off)
         async with asyncio.TaskGroup() as tg:
             await gateway.start(tg)
-            announcer = tg.create_task(_announce(gateway, on_ready))
+            announcer = tg.create_task(_announce(gateway, on_ready, settle_heap))
             try:
                 yield
             finally:

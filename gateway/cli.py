@@ -179,7 +179,7 @@ def run_server(config: GatewayConfig, sockets: list[socket.socket], *, on_ready:
 
     from gateway.app import create_app
 
-    app = create_app(config, on_ready=on_ready)
+    app = create_app(config, on_ready=on_ready, settle_heap=True)
     if embedded is not None:
         app.state.gateway.watch_store_server(embedded)
     serve_on_loop(config, uvicorn.Server(uvicorn_config(config, app)), sockets)

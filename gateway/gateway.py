@@ -34,6 +34,7 @@ from engines import build_engine
 from engines.base import StageEngine
 from gateway.config import GatewayConfig
 from gateway.emitter import Emitter, JournalLimits, dumps
+from gateway.heap import PauseTimer
 from gateway.metrics import Metrics
 from gateway.restore import core_from_record, unfinished_response
 from gateway.runner_items import RunnerLimits
@@ -91,6 +92,7 @@ class Gateway:
         self._restoring: dict[str, asyncio.Future[SessionRunner]] = {}
         self._by_address: Counter[str] = Counter()  # open sessions per client address
         self.store_watch = StoreWatch(self.store, min(config.reaper_interval_s, 1.0))
+        self._gc_pauses = PauseTimer(self.metrics.gc_pauses)
 
     @property
     def conversation_limits(self) -> ConversationLimits:
@@ -108,6 +110,7 @@ class Gateway:
         cascade's models), so ``/healthz`` and ``/readyz`` answer from the first
         second, the latter with the loading step."""
         self._tg = tg
+        self._gc_pauses.install()
         self._tasks.append(tg.create_task(self.store_watch.run(), name="store-watch"))
         self._tasks.append(tg.create_task(self._load(tg), name="load"))
 
@@ -165,6 +168,7 @@ class Gateway:
             log.warning("could not retire owner %s: %s", self.owner, exc)
         for task in self._tasks:
             task.cancel()
+        self._gc_pauses.remove()
         await self.store.close()
 
     def _progress(self, step: str) -> None:

@@ -8,6 +8,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, Metric
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.5, 5.0)
+_PAUSE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 
 
 class Metrics:
@@ -45,6 +46,15 @@ class Metrics:
         self.first_audio = Histogram(
             "duplex_first_audio_seconds", "end of user turn to first reply audio",
             buckets=_LATENCY_BUCKETS, registry=r)
+
+        self.gc_pauses = Histogram(
+            "duplex_gc_pause_seconds",
+            "the garbage collector's pauses of this process (every session waits them out)",
+            ["generation"], buckets=_PAUSE_BUCKETS, registry=r)
+        self.gc_frozen = Gauge(
+            "duplex_gc_frozen_objects",
+            "objects alive at readiness, frozen out of every later collection "
+            "(gateway.heap; 0 where the process was not started by the CLI)", registry=r)
 
         self.guesses = _Guesses()
         r.register(self.guesses)

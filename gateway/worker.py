@@ -78,7 +78,7 @@ def main() -> int:
     # socket(fileno=) reads the family, type and protocol back (IPPROTO_TCP: see _listen)
     public = socket.socket(fileno=spec["public_fd"])
     private = socket.socket(fileno=spec["private_fd"])
-    app = create_app(config)
+    app = create_app(config, settle_heap=True)
     me = f"duplex-gateway worker {spec['index']}"
     print(f"{me} starting: pid {os.getpid()}, relays at {spec['relay']} (its /readyz says "
           f"what it waits for)", flush=True)

@@ -133,6 +133,25 @@ async def test_metrics_follow_sessions_events_and_errors(gateway: GatewayProcess
     await eventually(idle)  # the closed session is released
 
 
+async def test_the_collector_is_out_of_the_way_and_its_pauses_are_measured(
+        client: RealtimeClient, http: httpx.AsyncClient) -> None:
+    """What was alive at readiness (the modules, the plugin, the app) is frozen out
+    of every later collection (``gateway.heap``), and each pause is timed."""
+    before = await metrics(http)
+    assert sample(before, "duplex_gc_frozen_objects") > 10_000
+    await speak(client, 0.4)
+    await client.until("response.done")
+
+    async def collected() -> bool:
+        after = await metrics(http)
+        return sample(after, "duplex_gc_pause_seconds_count", generation="0") > \
+            sample(before, "duplex_gc_pause_seconds_count", generation="0")
+
+    await eventually(collected)
+    assert sample(await metrics(http), "duplex_gc_frozen_objects") == \
+        sample(before, "duplex_gc_frozen_objects")  # once, at readiness
+
+
 # -- command line and environment ----------------------------------------------------
 
 

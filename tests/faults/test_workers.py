@@ -103,6 +103,9 @@ async def test_workers_share_the_port_and_a_resume_on_another_is_relayed_to_the_
     assert (m["owner"], m["incarnation"]) == (owner, "1")  # relayed, not taken over
     assert await metric(at1, "duplex_resumes_relayed_total") == 1
     assert await metric(at0, "duplex_resumes_relayed_total") == 0
+    # each worker froze its start-up objects out of the collector's way once ready
+    assert await metric(at0, "duplex_gc_frozen_objects") > 10_000
+    assert await metric(at1, "duplex_gc_frozen_objects") > 10_000
     assert_ordered_exactly_once(s.messages + r.messages[1:])
     await r.close()
 

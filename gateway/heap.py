@@ -1,0 +1,68 @@
+"""The garbage collector of a gateway process, kept out of the sessions' way.
+
+CPython's collector stops the whole process while it runs, and a full
+collection walks every container object it tracks. A gateway process tracks
+about 60,000 once started (the modules, the plugin, the app) and a few hundred
+more per session. Measured on a worker holding 96-110 sessions
+(bench/README.md, "Issue 14, sixth pass"): a full collection took 70-100 ms, so
+every session of the process stalled at once, and that pause, not the mean
+cost, was what made a busy process miss real time (``stop`` p99 past 100 ms).
+
+- ``settle()``: once the process is ready, what is alive then (the modules, the
+  plugin's models, the app) lives as long as the process, so ``gc.freeze()``
+  takes it out of every later collection. A full collection then walks the
+  sessions' objects alone.
+- ``PauseTimer``: each collection's pause into a histogram
+  (``duplex_gc_pause_seconds{generation}``), so an operator can tell when the
+  collector is what stalls a process.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from typing import Any, Protocol
+
+log = logging.getLogger("duplex_gateway")
+
+
+class _Histogram(Protocol):
+    def labels(self, *values: str) -> Any: ...
+
+
+def settle() -> int:
+    """Collect what is garbage now, then freeze the rest out of the collector's
+    sight for good; the number of objects frozen. For a served process, once it
+    is ready: a test process that made apps of its own should not call it (what
+    it freezes is never collected, cycles included)."""
+    gc.collect()
+    gc.freeze()
+    frozen = gc.get_freeze_count()
+    log.debug("garbage collector: %d objects alive at readiness frozen", frozen)
+    return frozen
+
+
+class PauseTimer:
+    """Times every collection of this process into ``histogram`` (labelled by
+    generation) while installed. Collections do not nest, and they run on the
+    thread that allocated, so one start time is enough."""
+
+    def __init__(self, histogram: _Histogram, clock: Any = time.perf_counter) -> None:
+        self._children = [histogram.labels(str(generation)) for generation in range(3)]
+        self._clock = clock
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = self._clock()
+        else:
+            self._children[info["generation"]].observe(self._clock() - self._started)
+
+    def install(self) -> None:
+        if self not in gc.callbacks:
+            gc.callbacks.append(self)
+
+    def remove(self) -> None:
+        if self in gc.callbacks:
+            gc.callbacks.remove(self)
