@@ -1,6 +1,8 @@
 """Stage engines: where a plugin's model code runs (``engines.base`` is the contract).
 
 - ``in_process``: a ``StageModel`` on worker threads of this process;
+- ``on_loop``: a ``StageModel`` of microsecond steps on the event loop
+  (``InProcessStage(threads=0)``);
 - ``vllm``: a resumable LLM stage on vLLM's ``AsyncLLM`` (vLLM imported lazily);
 - ``llamacpp``: a resumable LLM stage on an in-process llama.cpp server
   (``xllamacpp``, imported lazily).
@@ -18,6 +20,10 @@ from plugins.base import InProcessStage, LlamaCppStage, ResumableLlmStage, Stage
 def build_engine(index: int, stage: Stage) -> StageEngine:
     """The engine that serves stage ``index`` of a plugin."""
     match stage:
+        case InProcessStage(threads=0):
+            from engines.on_loop import LoopEngine
+
+            return LoopEngine(index, stage.name, stage.model)
         case InProcessStage():
             from engines.in_process import InProcessEngine
 

@@ -2,11 +2,11 @@
 pool of this process, one request's inputs strictly in order, different
 requests concurrently.
 
-``threads=0`` runs the model on the event loop instead, for models whose every
-step takes microseconds and never blocks (the tone plugin's): there a hand-off
-to a thread and back costs more than the step itself, on every 100 ms unit of
-every session. A model that blocks, or computes for milliseconds, must keep a
-thread: on the loop it would stall every session of the process.
+A model whose every step takes microseconds and never blocks (the tone
+plugin's) runs on the event loop instead (``engines.on_loop``): there a hand-off
+to a thread and back costs more than the step itself. A model that blocks, or
+computes for milliseconds, must keep a thread: on the loop it would stall every
+session of the process.
 """
 
 from __future__ import annotations
@@ -43,16 +43,17 @@ class InProcessEngine:
 
     def __init__(self, stage: int, name: str, model: StageModel, *, threads: int = 2,
                  max_pending_inputs: int = MAX_PENDING_INPUTS) -> None:
+        if threads < 1:
+            raise ValueError("an InProcessEngine needs a thread; engines.on_loop runs a "
+                             "model on the event loop")
         self.stage = stage
         self.name = name
         self._model = model
         self._max_pending = max_pending_inputs
-        self._executor = (ThreadPoolExecutor(threads, thread_name_prefix=f"stage{stage}-{name}")
-                          if threads > 0 else None)
+        self._executor = ThreadPoolExecutor(threads, thread_name_prefix=f"stage{stage}-{name}")
         self._requests: dict[str, _Request] = {}
         self._outputs: asyncio.Queue[StageOutput] = asyncio.Queue()
         self._credit = threading.Semaphore(MAX_UNDELIVERED_OUTPUTS)
-        self._credit_freed = asyncio.Event()  # for a model on the loop, out of credit
         self._spawn: asyncio.Queue[_Request] = asyncio.Queue()
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -67,8 +68,7 @@ class InProcessEngine:
         finally:
             for req in list(self._requests.values()):
                 req.aborted.set()
-            if self._executor is not None:
-                self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor.shutdown(wait=False, cancel_futures=True)
 
     def has_request(self, request_id: str) -> bool:
         return request_id in self._requests
@@ -107,22 +107,15 @@ class InProcessEngine:
         while True:
             out = await self._outputs.get()
             self._credit.release()
-            if self._executor is None:  # only a model on the loop waits on this
-                self._credit_freed.set()
             yield out
 
     async def _serve(self, req: _Request) -> None:
-        on_loop = self._executor is None
         loop = asyncio.get_running_loop()
         try:
-            req.state = (self._model.open(req.tag) if on_loop else
-                         await loop.run_in_executor(self._executor, self._model.open, req.tag))
+            req.state = await loop.run_in_executor(self._executor, self._model.open, req.tag)
             while not req.aborted.is_set():
                 payload = await req.inputs.get()
-                if on_loop:
-                    await self._step_on_loop(req, payload)
-                else:
-                    await loop.run_in_executor(self._executor, self._step, req, payload)
+                await loop.run_in_executor(self._executor, self._step, req, payload)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a model failure ends this request only
@@ -132,10 +125,7 @@ class InProcessEngine:
         finally:
             if req.state is not None:
                 state, req.state = req.state, None
-                if self._executor is None:
-                    self._model.close(state)
-                else:
-                    self._executor.submit(self._model.close, state)
+                self._executor.submit(self._model.close, state)
 
     def _step(self, req: _Request, payload: Any) -> None:
         """Worker thread: run one input, pushing each output as it is produced."""
@@ -148,18 +138,6 @@ class InProcessEngine:
             assert self._loop is not None
             out = StageOutput(self.stage, req.request_id, req.tag, result)
             self._loop.call_soon_threadsafe(self._outputs.put_nowait, out)
-
-    async def _step_on_loop(self, req: _Request, payload: Any) -> None:
-        """``_step`` for a model on the loop: out of credit, it waits for the consumer."""
-        for result in self._model.step(req.state, payload):
-            if req.aborted.is_set():
-                return
-            while not self._credit.acquire(blocking=False):
-                self._credit_freed.clear()
-                await self._credit_freed.wait()
-                if req.aborted.is_set():
-                    return
-            self._outputs.put_nowait(StageOutput(self.stage, req.request_id, req.tag, result))
 
     def _deliver(self, out: StageOutput) -> None:
         self._credit.acquire(blocking=False)
