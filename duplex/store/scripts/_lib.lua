@@ -6,19 +6,36 @@ local function fail(code, message)
   error(redis.error_reply(code .. ' ' .. message))
 end
 
--- I3 (duplex.lease.renew): live first, then owner#incarnation. A session its
--- owner claimed for expiry itself ('expiring', expiring_by = owner) still takes
--- the owner's writes: its cleanup and terminal event come before close.lua.
+-- The fields of a session's meta hash, in one HMGET, as a table by name (a field
+-- the hash lacks is false).
+local function read(meta, ...)
+  local names = {...}
+  local values = redis.call('HMGET', meta, ...)
+  local m = {}
+  for i, name in ipairs(names) do m[name] = values[i] end
+  return m
+end
+
+-- The fields check_fence reads, for read(meta, FENCE_FIELDS..., more).
+local FENCE_FIELDS = {'state', 'owner', 'incarnation', 'expiring_by'}
+
+-- I3 (duplex.lease.renew): live first, then owner#incarnation, on fields read
+-- with FENCE_FIELDS. A session its owner claimed for expiry itself ('expiring',
+-- expiring_by = owner) still takes the owner's writes: its cleanup and terminal
+-- event come before close.lua.
+local function check_fence(m, owner, incarnation)
+  if not m.state then fail('NO_SESSION', 'session does not exist') end
+  local finishing = m.state == 'expiring' and m.expiring_by == owner
+  if m.state ~= 'open' and not finishing then
+    fail('SESSION_CLOSED', 'session has ended (' .. m.state .. ')')
+  end
+  if m.owner ~= owner or tonumber(m.incarnation) ~= tonumber(incarnation) then
+    fail('LEASE_LOST', 'lease is held by ' .. m.owner .. '#' .. m.incarnation)
+  end
+end
+
 local function fenced(meta, owner, incarnation)
-  local m = redis.call('HMGET', meta, 'state', 'owner', 'incarnation', 'expiring_by')
-  if not m[1] then fail('NO_SESSION', 'session does not exist') end
-  local finishing = m[1] == 'expiring' and m[4] == owner
-  if m[1] ~= 'open' and not finishing then
-    fail('SESSION_CLOSED', 'session has ended (' .. m[1] .. ')')
-  end
-  if m[2] ~= owner or tonumber(m[3]) ~= tonumber(incarnation) then
-    fail('LEASE_LOST', 'lease is held by ' .. m[2] .. '#' .. m[3])
-  end
+  check_fence(read(meta, unpack(FENCE_FIELDS)), owner, incarnation)
 end
 
 local function ms(seconds)
@@ -26,17 +43,23 @@ local function ms(seconds)
 end
 
 -- duplex.lease.deadline in seconds (nil: never) and whether it is the grace of
--- a detached session (duplex.lease.expiry's reason). Meta must exist.
+-- a detached session (duplex.lease.expiry's reason), from the LEASE_FIELDS of
+-- an existing session.
+local LEASE_FIELDS = {'detached_at', 'grace_s', 'last_activity', 'idle_ttl_s'}
+
+local function due_of(m)
+  if m.detached_at ~= '' then return tonumber(m.detached_at) + tonumber(m.grace_s), true end
+  if m.idle_ttl_s == '' then return nil, false end
+  return tonumber(m.last_activity) + tonumber(m.idle_ttl_s), false
+end
+
 local function lease_due(meta)
-  local m = redis.call('HMGET', meta, 'detached_at', 'grace_s', 'last_activity', 'idle_ttl_s')
-  if m[1] ~= '' then return tonumber(m[1]) + tonumber(m[2]), true end
-  if m[4] == '' then return nil, false end
-  return tonumber(m[3]) + tonumber(m[4]), false
+  return due_of(read(meta, unpack(LEASE_FIELDS)))
 end
 
 -- The deadline in ms for the zset; '+inf' when it never expires.
-local function deadline_ms(meta)
-  local due = lease_due(meta)
+local function deadline_of(m)
+  local due = due_of(m)
   if not due then return '+inf' end
   return ms(due)
 end
@@ -44,8 +67,8 @@ end
 -- Only open sessions are indexed: a claimed one left dg:leases for dg:expiring
 -- and must not come back through its owner's renew or append.
 local function index_lease(leases, meta, sid)
-  if redis.call('HGET', meta, 'state') ~= 'open' then return end
-  redis.call('ZADD', leases, deadline_ms(meta), sid)
+  local m = read(meta, 'state', unpack(LEASE_FIELDS))
+  if m.state == 'open' then redis.call('ZADD', leases, deadline_of(m), sid) end
 end
 
 -- A number as text for a zset range bound, without Lua's 14-digit rounding.
@@ -66,10 +89,23 @@ local function touch(meta, now)
   if tonumber(now) > last then redis.call('HSET', meta, 'last_activity', now) end
 end
 
--- Monotonic high-water mark of an integer field.
-local function raise_to(meta, field, value)
-  if value == '' then return end
-  if tonumber(value) > tonumber(redis.call('HGET', meta, field)) then
-    redis.call('HSET', meta, field, value)
+-- The owner's activity at `now` on fields read with FENCE_FIELDS and LEASE_FIELDS
+-- (and the state): as touch then index_lease, with the hash writes left to the
+-- caller's one HSET (`changes`, name/value pairs).
+local function touch_read(m, changes, leases, sid, now)
+  if tonumber(now) > tonumber(m.last_activity) then
+    m.last_activity = now
+    changes[#changes + 1] = 'last_activity'
+    changes[#changes + 1] = now
+  end
+  if m.state == 'open' then redis.call('ZADD', leases, deadline_of(m), sid) end
+end
+
+-- Monotonic high-water mark of an integer field read into `m`: its write is
+-- added to `changes`.
+local function raise_read(m, changes, field, value)
+  if value ~= '' and tonumber(value) > tonumber(m[field]) then
+    changes[#changes + 1] = field
+    changes[#changes + 1] = value
   end
 end
