@@ -80,9 +80,10 @@ class DuplexOrchestrator(Orchestrator):
         await self.submit_initial(stage, rid, fence, payload)
 
     async def abort_epoch(self, fence: Fence) -> None:
-        """Abort every stage request of ``fence``'s epoch (I2: after a cancel)."""
-        prefix = f"{fence.session_id}.i{fence.incarnation}.e{fence.epoch}."
-        await self.abort([rid for rid in self.requests if rid.startswith(prefix)])
+        """Abort every stage request of ``fence``'s epoch (I2: after a cancel): one id
+        per stage, named, not searched for among every session's requests (a barge-in
+        a turn a session: a search would grow with the sessions of the process)."""
+        await self.abort([request_id(fence, stage) for stage in range(len(self.pools))])
 
     # -- seams -------------------------------------------------------------------
 
