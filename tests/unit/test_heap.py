@@ -14,12 +14,15 @@ from gateway.metrics import Metrics
 
 @pytest.fixture
 def thawed() -> Iterator[None]:
-    """Whatever a test freezes is handed back to the collector afterwards."""
+    """Whatever a test freezes is handed back to the collector afterwards, and its
+    thresholds are restored."""
     assert gc.get_freeze_count() == 0
+    thresholds = gc.get_threshold()
     try:
         yield
     finally:
         gc.unfreeze()
+        gc.set_threshold(*thresholds)
 
 
 def pauses(metrics: Metrics) -> dict[str, float]:
@@ -40,6 +43,7 @@ def test_settle_freezes_what_is_alive_and_collects_what_is_not(thawed: None) -> 
     assert frozen == gc.get_freeze_count() > 1000  # this process's modules, at least
     assert not any(isinstance(o, Node) for o in gc.get_objects())  # collected, not frozen
     assert gc.collect() == 0  # nothing left for the next one to find either
+    assert gc.get_threshold()[2] == heap.FULL_AFTER > 10
 
 
 def test_pause_timer_times_each_generation_while_installed() -> None:
