@@ -59,6 +59,7 @@ from websockets.exceptions import ConnectionClosed
 from duplex.store.embedded import stop_child
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gateway_metrics
 import proctree
 from relay_report import FRAME_MS, LEGEND, Run, fmt, print_memory, print_summary, print_table
 
@@ -422,7 +423,7 @@ def start_echo(uvloop: bool, extra: list[str]) -> Server:
 def run_one(target: str, url: str, server_pids: tuple[int, int | None], n: int, seconds: float,
             procs: int, uvloop: bool, store_sock: Path | None = None,
             binary: bool = False, gateway_session: str | None = None,
-            deflate: bool = False) -> Run:
+            deflate: bool = False, metrics_at: list[str] | None = None) -> Run:
     run = Run(target, n, min(procs, n), seconds)
     split = [n // run.procs + (1 if i < n % run.procs else 0) for i in range(run.procs)]
     workers: list[subprocess.Popen[str]] = []
@@ -449,6 +450,7 @@ def run_one(target: str, url: str, server_pids: tuple[int, int | None], n: int, 
             line = w.stdout.readline()
             if line.strip() != "READY":
                 raise RuntimeError(line.strip() or f"client worker exited {w.wait(30)}")
+        gc0 = gateway_metrics.long_pauses(metrics_at) if metrics_at else None
         wall_t0 = time.time() + 0.25
         for w in workers:
             assert w.stdin is not None
@@ -468,6 +470,7 @@ def run_one(target: str, url: str, server_pids: tuple[int, int | None], n: int, 
             cpu_ticks(server_pids[1]) if server_pids[1] else None), time.monotonic()
         box1 = machine_busy_ticks()
         io1 = store_counters(store_sock)
+        gc1 = gateway_metrics.long_pauses(metrics_at) if metrics_at else None
         results = []
         for w in workers:
             assert w.stdout is not None
@@ -488,6 +491,8 @@ def run_one(target: str, url: str, server_pids: tuple[int, int | None], n: int, 
     run.started_at = wall_t0
     if io0 is not None and io1 is not None:
         run.store_io = {k: io1[k] - io0[k] for k in io0}
+    if gc0 is not None and gc1 is not None:
+        run.gc_long = gc1 - gc0
     run.machine_cpu_s = (box1 - box0) / CLK_TCK
     if server_pids[0] and (srv0 is None or srv1 is None):
         run.failure = "server process gone"
@@ -641,6 +646,7 @@ def main(argv: list[str] | None = None) -> int:
     servers: list[Server] = []
     tmp = Path(tempfile.mkdtemp(prefix="relaybench-"))
     runs: list[Run] = []
+    metrics_at: list[str] | None = None  # of a gateway the bench started
     try:
         plan: list[tuple[str, str, tuple[int, int | None]]] = []
         if "gateway" in targets:
@@ -656,6 +662,7 @@ def main(argv: list[str] | None = None) -> int:
                 servers.append(gw)
                 url = f"ws://{gw.match}/v1/realtime"
                 plan.append(("gateway", url, (gw.pid, proctree.store_child(gw.pid))))
+                metrics_at = gateway_metrics.addresses(gw.output, gw.match)
         if "echo" in targets:
             if args.echo_url:
                 plan.append(("echo", args.echo_url, (0, None)))
@@ -687,7 +694,7 @@ def main(argv: list[str] | None = None) -> int:
                   + (f" (+ valkey {fmt(store, 1)}%)" if pids[1] else ""), flush=True)
         for k, group in _schedule(plan, sizes, args.repeat, args.together):
             t = time.monotonic()
-            got = _run_group(group, tmp, args)
+            got = _run_group(group, tmp, args, metrics_at)
             for (target, _url, pids, n), r in zip(group, got, strict=True):
                 r.rss = (idle_kb[target], server_rss_kb(pids, "VmHWM"))
                 r.round = k
@@ -725,7 +732,8 @@ def _schedule(plan: list[tuple[str, str, tuple[int, int | None]]], sizes: list[i
     return [(k, [(*entry, n)]) for k in range(rounds) for entry in plan for n in sizes]
 
 
-def _run_group(group: list[Job], tmp: Path, args: argparse.Namespace) -> list[Run]:
+def _run_group(group: list[Job], tmp: Path, args: argparse.Namespace,
+               metrics_at: list[str] | None) -> list[Run]:
     """Run ``group`` at the same time (each target its own client processes, measured
     over its own streaming window, which overlap), a thread each."""
     def one(job: Job) -> Run:
@@ -734,7 +742,8 @@ def _run_group(group: list[Job], tmp: Path, args: argparse.Namespace) -> list[Ru
         sock = tmp / "gw" / "valkey" / "valkey.sock" if target == "gateway" \
             and not args.gateway_url else None
         return run_one(target, url, pids, n, args.seconds, args.client_procs, args.uvloop,
-                       sock, args.binary, args.gateway_session, args.deflate)
+                       sock, args.binary, args.gateway_session, args.deflate,
+                       metrics_at if target == "gateway" else None)
     if len(group) == 1:
         return [one(group[0])]
     with concurrent.futures.ThreadPoolExecutor(len(group)) as pool:

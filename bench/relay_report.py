@@ -51,6 +51,7 @@ class Run:
     server_cpu_s: float = 0.0
     store_cpu_s: float | None = None
     store_io: dict[str, int] | None = None  # Valkey counters over the run (store_counters)
+    gc_long: int | None = None  # the gateway's collector pauses >= 25 ms over the run
     client_cpu_s: float = 0.0
     machine_cpu_s: float = 0.0  # every process on the machine, busy CPU seconds
     failure: str = ""
@@ -118,7 +119,8 @@ def fmt(x: float | None, digits: int = 1) -> str:
 HEADER = ("target", "N", "cli", "fr/s in", "msg/s out", "lag p50/p99", "stop p50/p99",
           "commit p50/p99", "c>aud p50/p99", "turn p50/p99", "rtt p50/p99", "grow",
           "srv CPU%",
-          "valkey CPU%", "redis rt/cmd/KiB", "ms/sess-s", "cli CPU%", "other CPU%", "held")
+          "valkey CPU%", "redis rt/cmd/KiB", "gc>=25ms", "ms/sess-s", "cli CPU%", "other CPU%",
+          "held")
 
 
 def pair(values: list[float], digits: int = 1) -> str:
@@ -146,6 +148,7 @@ def row(r: Run) -> tuple[str, ...]:
             pair(r.lag), pair(r.stop), pair(r.commit), pair(r.first_audio), pair(r.turn),
             pair(r.rtt, 2), fmt(r.growth(), 1),
             fmt(100 * r.server_cpu_s / w, 0), fmt(store_pct, 0), per_session_minute(r),
+            "-" if r.gc_long is None else str(r.gc_long),
             fmt(cpu_ms(r), 1), fmt(100 * r.client_cpu_s / w, 0),
             fmt(100 * r.other_cpu_s() / w, 0),
             "yes" if held else f"NO ({why})")
@@ -253,6 +256,8 @@ columns (latencies in ms, as p50/p99 over all frames or turns of the run):
   redis rt/cmd/KiB  per session-minute of streamed audio, from the embedded Valkey's
              INFO stats: reply writes (~ round trips; a pipeline is one), commands
              executed (those its scripts ran included), KiB received + sent
+  gc>=25ms   gateway: its garbage collector's pauses of 25 ms or more over the run,
+             all its processes (from each one's /metrics: duplex_gc_pause_seconds)
   ms/sess-s  server python CPU ms per session-second of streamed audio (valkey not
              included; includes the server's idle cost, shown above the table)
   cli CPU%   the client worker processes, % of one core

@@ -27,6 +27,8 @@ def test_relay_rounds_with_deflate(tmp_path: Path) -> None:
         assert r["failure"] == "" and r["frames"] > 0, r
         # a gateway turn every 3 s of tone and silence: each session had its answer
         assert (r["turn"] if r["target"] == "gateway" else r["rtt"]), r
+        # the gateway's collector pauses, read from its /metrics around the run
+        assert (r["gc_long"] is not None) == (r["target"] == "gateway"), r
     assert "permessage-deflate offered" in run.stdout
     assert "N=2: median " in run.stdout and "x over rounds 2-2 " in run.stdout, run.stdout[-2000:]
 
