@@ -48,7 +48,7 @@ class _Request:
     live: bool = True
     # a step held for room: its generator and the output it could not queue yet
     held: tuple[Iterator[StageResult], StageResult] | None = None
-    pending: deque[Any] = field(default_factory=deque)  # inputs behind the held step
+    pending: deque[Any] = field(default_factory=deque)  # inputs not stepped yet (behind it)
 
 
 class LoopEngine:
@@ -74,12 +74,7 @@ class LoopEngine:
                 self._room.clear()
                 await self._room.wait()
                 while self._held and self._has_room():
-                    req = self._held.popleft()
-                    if req.live and req.held is not None:
-                        steps, first = req.held
-                        req.held = None
-                        if self._advance(req, steps, first) and req.pending:
-                            self._feed(req, req.pending.popleft())
+                    self._drain(self._held.popleft())
         finally:
             for req in list(self._requests.values()):
                 self._drop(req)
@@ -100,19 +95,19 @@ class LoopEngine:
             return
         req = _Request(request_id, tag, state)
         self._requests[request_id] = req
-        self._feed(req, payload)
+        req.pending.append(payload)
+        self._drain(req)
 
     async def submit_update(self, request_id: str, payload: Any) -> None:
         req = self._requests.get(request_id)
         if req is None:
             raise UnknownRequest(request_id)
-        if req.held is not None:
-            if len(req.pending) >= self._max_pending:
-                raise Backpressure(f"stage {self.name}: {request_id} holds "
-                                   f"{self._max_pending} inputs")
-            req.pending.append(payload)
-            return
-        self._feed(req, payload)
+        if req.held is not None and len(req.pending) >= self._max_pending:
+            raise Backpressure(f"stage {self.name}: {request_id} holds "
+                               f"{self._max_pending} inputs")
+        req.pending.append(payload)
+        if req.held is None:
+            self._drain(req)
 
     async def abort(self, request_ids: Sequence[str]) -> None:
         for request_id in request_ids:
@@ -132,36 +127,28 @@ class LoopEngine:
     def _has_room(self) -> bool:
         return self._outputs.qsize() < MAX_UNDELIVERED_OUTPUTS
 
-    def _feed(self, req: _Request, payload: Any) -> None:
-        """Step ``payload``, then whatever waited behind it, until done or held."""
-        while True:
+    def _drain(self, req: _Request) -> None:
+        """Step ``req``: its held step first, then its inputs in order, until none is
+        left or a step is held for room (``run`` comes back to it then)."""
+        while req.live and (req.held is not None or req.pending):
+            result: StageResult | None
             try:
-                steps = iter(self._model.step(req.state, payload))
-            except Exception as exc:
+                if req.held is not None:
+                    (steps, result), req.held = req.held, None
+                else:
+                    steps = iter(self._model.step(req.state, req.pending.popleft()))
+                    result = next(steps, None)
+                while result is not None:
+                    if not self._has_room():
+                        req.held = (steps, result)
+                        self._held.append(req)
+                        return
+                    self._outputs.put_nowait(StageOutput(self.stage, req.request_id,
+                                                         req.tag, result))
+                    result = next(steps, None)
+            except Exception as exc:  # a model failure ends this request only
                 self._fail(req, exc)
                 return
-            if not self._advance(req, steps, None) or not req.pending:
-                return
-            payload = req.pending.popleft()
-
-    def _advance(self, req: _Request, steps: Iterator[StageResult],
-                 first: StageResult | None) -> bool:
-        """Queue ``first`` (a held step's, if any) and the rest of a step's outputs;
-        True once the step is done, False when it was held for room or failed."""
-        try:
-            result = first if first is not None else next(steps, None)
-            while result is not None:
-                if not self._has_room():
-                    req.held = (steps, result)
-                    self._held.append(req)
-                    return False
-                self._outputs.put_nowait(StageOutput(self.stage, req.request_id, req.tag,
-                                                     result))
-                result = next(steps, None)
-        except Exception as exc:
-            self._fail(req, exc)
-            return False
-        return True
 
     def _drop(self, req: _Request) -> None:
         """Forget ``req`` and close its state (abort, failure, shutdown)."""

@@ -27,15 +27,13 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from typing import Any, Protocol
+from typing import Any
+
+from prometheus_client import Histogram
 
 log = logging.getLogger("duplex_gateway")
 
 FULL_AFTER = 100  # middle-generation collections before a full one (CPython: 10)
-
-
-class _Histogram(Protocol):
-    def labels(self, *values: str) -> Any: ...
 
 
 def settle() -> int:
@@ -57,7 +55,7 @@ class PauseTimer:
     generation) while installed. Collections do not nest, and they run on the
     thread that allocated, so one start time is enough."""
 
-    def __init__(self, histogram: _Histogram, clock: Any = time.perf_counter) -> None:
+    def __init__(self, histogram: Histogram, clock: Any = time.perf_counter) -> None:
         self._children = [histogram.labels(str(generation)) for generation in range(3)]
         self._clock = clock
         self._started = 0.0
