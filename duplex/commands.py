@@ -18,6 +18,7 @@ import pybase64
 
 from duplex import fields as f
 from duplex.errors import InvalidRequest
+from duplex.tools import Tool, ToolChoice, parse_tool_choice, parse_tools
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,8 @@ class CreateResponse(Command):
     output_modalities: tuple[str, ...] | None
     metadata: Mapping[str, Any] | None
     out_of_band: bool  # conversation: "none"
+    tools: tuple[Tool, ...] | None = None  # None: the session's
+    tool_choice: ToolChoice | None = None  # None: the session's
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,9 +205,14 @@ def _response_create(obj: Mapping[str, Any], eid: str | None) -> Command:
     if conversation not in ("auto", "none"):
         raise InvalidRequest("response.conversation must be 'auto' or 'none'",
                              code="invalid_value", param="response.conversation")
+    tools = opts.get("tools")
+    choice = opts.get("tool_choice")
     return CreateResponse(
         eid, instructions, tuple(mods) if mods else None, metadata,
         out_of_band=conversation == "none",
+        tools=None if tools is None else parse_tools(tools, "response.tools"),
+        tool_choice=None if choice is None else parse_tool_choice(choice,
+                                                                  "response.tool_choice"),
     )
 
 

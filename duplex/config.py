@@ -7,7 +7,7 @@ Accepts both OpenAI Realtime shapes: GA (``audio.input.format{type,rate}``,
 An update is all or nothing: the first bad field raises ``InvalidRequest``
 naming it (``param``, OpenAI's codes: ``duplex.fields``) and the config stays
 as it was. Fields OpenAI defines that the gateway has no use for (``tracing``,
-``tools``, ``tool_choice``, ``noise_reduction``, ``speed``, ``truncation``,
+``noise_reduction``, ``speed``, ``truncation``,
 ``prompt``, ``include``, ``reasoning``, transcription ``language``/``prompt``
 …) are accepted and ignored, so a client's defaults never cost it the rest
 of its update; ``session.updated`` shows what is in effect.
@@ -22,6 +22,7 @@ from typing import Any
 
 from duplex import fields as f
 from duplex.errors import InvalidRequest
+from duplex.tools import NO_TOOLS, ToolSet, update_toolset
 from duplex.turn_detection import TurnDetection, parse_turn_detection
 
 __all__ = ["AudioFormat", "SessionConfig", "TurnDetection", "apply_update", "parse_format",
@@ -76,6 +77,7 @@ class SessionConfig:
     # expect to see what they said (OpenAI's default is off).
     transcription: str | None = "default"
     max_output_tokens: int | None = None
+    tools: ToolSet = NO_TOOLS
 
     def wire(self, session_id: str, *, beta: bool = False) -> dict[str, object]:
         td = self.turn_detection.wire() if self.turn_detection else None
@@ -90,6 +92,7 @@ class SessionConfig:
                 "output_audio_format": self.output_format.beta_name,
                 "turn_detection": td, "input_audio_transcription": transcription,
                 "max_response_output_tokens": self.max_output_tokens or "inf",
+                **self._tools_wire(),
             }
         return {
             "type": "realtime", "id": session_id, "object": "realtime.session",
@@ -102,8 +105,12 @@ class SessionConfig:
                            "speed": 1.0},
             },
             "max_output_tokens": self.max_output_tokens or "inf",
-            "tools": [], "tool_choice": "auto",
+            **self._tools_wire(),
         }
+
+    def _tools_wire(self) -> dict[str, object]:
+        return {"tools": [t.wire() for t in self.tools.tools],
+                "tool_choice": self.tools.choice.wire()}
 
 
 def parse_format(value: object, param: str) -> AudioFormat:
@@ -201,6 +208,7 @@ def apply_update(config: SessionConfig, session: object) -> SessionConfig:
     for key in ("max_output_tokens", "max_response_output_tokens"):
         if key in obj:
             changes["max_output_tokens"] = _max_tokens(obj[key], f"session.{key}")
+    changes["tools"] = update_toolset(config.tools, obj, "session")
     _beta_fields(obj, config, changes)
     if "audio" in obj:
         audio = f.obj(obj["audio"], "session.audio")

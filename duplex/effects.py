@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from duplex.events import Event
 from duplex.fence import Fence
+from duplex.tools import ToolSet
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,11 +40,13 @@ class DiscardAudio:
 
 @dataclass(frozen=True, slots=True)
 class StartResponse:
-    """Ask the thinker to answer the conversation so far (``response.create``)."""
+    """Ask the thinker to answer the conversation so far (``response.create``)
+    with what ``tools`` lets it call (the session's, or the request's own)."""
 
     fence: Fence
     response_id: str
     instructions: str | None
+    tools: ToolSet | None = None  # None: the session's, as the context has them
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +60,13 @@ class AbortEpoch:
 @dataclass(frozen=True, slots=True)
 class ContextChanged:
     """The model's context changed outside a turn: new ``instructions`` (None: as
-    they were) and/or ``items`` added by the client, as ``(role, text)``."""
+    they were), ``items`` the client added (conversation items as on the wire:
+    messages, function calls, function call outputs) and/or the session's
+    ``tools`` (None: as they were)."""
 
     instructions: str | None = None
-    items: tuple[tuple[str, str], ...] = ()
+    items: tuple[Event, ...] = ()
+    tools: ToolSet | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,6 +47,8 @@ class ServerEvent(enum.StrEnum):
     AUDIO_TRANSCRIPT_DONE = "response.output_audio_transcript.done"
     TEXT_DELTA = "response.output_text.delta"
     TEXT_DONE = "response.output_text.done"
+    CALL_ARGUMENTS_DELTA = "response.function_call_arguments.delta"
+    CALL_ARGUMENTS_DONE = "response.function_call_arguments.done"
     RESPONSE_DONE = "response.done"
     RATE_LIMITS_UPDATED = "rate_limits.updated"
     OUTPUT_AUDIO_CLEARED = "output_audio_buffer.cleared"
@@ -114,9 +116,17 @@ def assistant_item(item_id: str, status: str, transcript: str, *, audio: bool) -
     }
 
 
+def function_call_item(item_id: str, status: str, *, call_id: str, name: str,
+                       arguments: str) -> Event:
+    return {"id": item_id, "object": "realtime.item", "type": "function_call",
+            "status": status, "name": name, "call_id": call_id, "arguments": arguments}
+
+
 def item_text(item: Mapping[str, Any]) -> str:
-    """The words of a message item, whatever its content parts are."""
-    words: list[str] = []
+    """The words of an item: a message's, whatever its content parts are; a
+    function call's name and arguments; a function call output's output."""
+    words: list[str] = [item[key] for key in ("name", "arguments", "output")
+                        if isinstance(item.get(key), str)]
     for part in item.get("content") or []:
         if isinstance(part, Mapping):
             text = part.get("text") or part.get("transcript")

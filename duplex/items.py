@@ -8,19 +8,55 @@ stays small enough to read in one go.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from duplex import commands as c
 from duplex import effects as fx
 from duplex import events as ev
+from duplex import fields as f
 from duplex.conversation import ItemBudget
 from duplex.errors import InvalidRequest
 from duplex.events import ServerEvent as E
 from duplex.ledger import PlaybackLedger
 
 if TYPE_CHECKING:
-    from duplex.session import Response
+    from duplex.response import Response
+
+
+def _message(item: dict[str, Any]) -> None:
+    if item.get("role") not in ("user", "assistant", "system"):
+        raise InvalidRequest("item.role must be user, assistant or system",
+                             code="invalid_value", param="item.role")
+    content = item.get("content")
+    if not isinstance(content, list) or not all(isinstance(p, Mapping) for p in content):
+        raise InvalidRequest("item.content must be a list of content parts",
+                             code="invalid_value", param="item.content")
+
+
+def _strings(*required: str, optional: tuple[str, ...] = ()) -> Callable[[dict[str, Any]], None]:
+    """A check that ``required`` are strings, ``optional`` strings when present
+    (absent: ""), as OpenAI's item fields for tool calls are."""
+
+    def check(item: dict[str, Any]) -> None:
+        for key in (*required, *optional):
+            value = item.get(key)
+            if value is None and key in optional:
+                item[key] = ""
+            elif value is None:
+                raise InvalidRequest(f"Missing required parameter: 'item.{key}'.",
+                                     code="missing_required_parameter", param=f"item.{key}")
+            elif not isinstance(value, str):
+                raise f.wrong_type(f"item.{key}", "a string", value)
+    return check
+
+
+# what each item type must hold (a call's arguments are a JSON text, as OpenAI's)
+ITEM_FIELDS: Mapping[str, Callable[[dict[str, Any]], None]] = {
+    "message": _message,
+    "function_call": _strings("call_id", "name", optional=("arguments",)),
+    "function_call_output": _strings("call_id", "output"),
+}
 
 
 class ConversationItems:
@@ -41,17 +77,12 @@ class ConversationItems:
     def create_item(self, cmd: c.CreateItem) -> None:
         self._require_open()
         item = dict(cmd.item)
-        if item.get("type", "message") != "message":
-            raise InvalidRequest("only 'message' items are supported", code="invalid_value",
-                                 param="item.type")
-        role = item.get("role")
-        if role not in ("user", "assistant", "system"):
-            raise InvalidRequest("item.role must be user, assistant or system",
-                                 code="invalid_value", param="item.role")
-        content = item.get("content")
-        if not isinstance(content, list) or not all(isinstance(p, Mapping) for p in content):
-            raise InvalidRequest("item.content must be a list of content parts",
-                                 code="invalid_value", param="item.content")
+        kind = item.get("type", "message")
+        if kind not in ITEM_FIELDS:
+            raise InvalidRequest(f"Invalid value: {kind!r}. Supported values are: 'message', "
+                                 "'function_call' and 'function_call_output'.",
+                                 code="invalid_value", param="item.type")
+        ITEM_FIELDS[kind](item)
         item_id = item.get("id") or self._new_id("item")
         if not isinstance(item_id, str):
             raise InvalidRequest(f"Invalid type for 'item.id': expected a string, not "
@@ -66,8 +97,7 @@ class ConversationItems:
             raise InvalidRequest(f"Error adding item: the previous item with id '{previous}' "
                                  "does not exist.", code="item_create_invalid_previous_item_id",
                                  param="previous_item_id")
-        item.update(id=item_id, object="realtime.item", type="message",
-                    status="completed")
+        item.update(id=item_id, object="realtime.item", type=kind, status="completed")
         if not self.budget.room_for(item):
             limits = self.budget.limits
             raise InvalidRequest(
@@ -77,9 +107,8 @@ class ConversationItems:
         self._insert(item_id, item, previous)
         self.budget.set(item_id, item)
         self._effects.append(fx.SaveItem(item_id, item, previous))
-        text = ev.item_text(item)
-        if text:  # the model hears it before the next reply
-            self._effects.append(fx.ContextChanged(items=((role, text),)))
+        if kind != "message" or ev.item_text(item):  # the model hears it before the next reply
+            self._effects.append(fx.ContextChanged(items=(item,)))
         after = previous if previous is not None else self._before(item_id)
         self._emit(E.ITEM_ADDED, previous_item_id=after, item=item)
         self._emit(E.ITEM_DONE, previous_item_id=after, item=item)

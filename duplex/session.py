@@ -28,6 +28,8 @@ from duplex.events import ServerEvent as E
 from duplex.fence import Fence, apply_cancel, is_current_epoch
 from duplex.items import ConversationItems
 from duplex.ledger import PlaybackLedger
+from duplex.response import Response
+from duplex.tools import Tool, ToolSet, toolset
 from duplex.turns import (
     ResponseEvent,
     ResponseStatus,
@@ -39,22 +41,6 @@ from duplex.turns import (
 
 MIN_COMMIT_MS = 100.0  # OpenAI refuses commits of less than 100 ms of audio
 KEEP_LEDGERS = 8  # finished responses whose playback can still be acked
-
-
-@dataclass(slots=True)
-class Response:
-    id: str
-    item_id: str
-    fence: Fence
-    modalities: tuple[str, ...]
-    metadata: Any
-    out_of_band: bool
-    ledger: PlaybackLedger
-    status: ResponseStatus = ResponseStatus.IN_PROGRESS
-
-    @property
-    def audio(self) -> bool:
-        return "audio" in self.modalities
 
 
 @dataclass(slots=True)
@@ -76,6 +62,7 @@ class SessionCore(ConversationItems):
     deferred_response: bool = False
     counter: int = 0
     budget: ItemBudget = field(default_factory=ItemBudget)  # I8: items and bytes
+    can_call_tools: bool = True  # the model plugin can call tools
     _ledgers: OrderedDict[str, PlaybackLedger] = field(default_factory=OrderedDict)
     _input_ms: dict[str, float] = field(default_factory=dict)  # committed audio per item
     _effects: list[fx.Effect] = field(default_factory=list)
@@ -121,12 +108,23 @@ class SessionCore(ConversationItems):
 
     def update_session(self, cmd: c.UpdateSession) -> None:
         self._require_open()
-        before = self.config.instructions
-        self.config = apply_update(self.config, cmd.session)
+        before = self.config
+        config = apply_update(self.config, cmd.session)
+        self._check_tools(config.tools.tools, "session.tools")
+        self.config = config
         self._effects.append(fx.SaveConfig())
-        if self.config.instructions != before:  # they apply from the next reply
-            self._effects.append(fx.ContextChanged(instructions=self.config.instructions))
+        instructions = config.instructions if config.instructions != before.instructions else None
+        tools = config.tools if config.tools != before.tools else None
+        if instructions is not None or tools is not None:  # they apply from the next reply
+            self._effects.append(fx.ContextChanged(instructions=instructions, tools=tools))
         self._emit(E.SESSION_UPDATED, session=self.session_object())
+
+    def _check_tools(self, tools: tuple[Tool, ...], param: str) -> None:
+        """What the model plugin cannot do is refused, never dropped."""
+        if tools and not self.can_call_tools:
+            raise InvalidRequest("This model cannot call tools: the gateway's model plugin "
+                                 "does not support function calling.", code="invalid_value",
+                                 param=param)
 
     def dtmf_received(self, cmd: c.DtmfReceived) -> None:
         """A keypad digit: journaled and surfaced as an event, nothing else."""
@@ -244,10 +242,22 @@ class SessionCore(ConversationItems):
                 f"Conversation already has an active response in progress: {self.response.id}."
                 " Wait until the response is finished before creating a new one.",
                 code="conversation_already_has_active_response")
-        response = self._open_response(cmd)
-        self._effects.append(fx.StartResponse(response.fence, response.id, cmd.instructions))
+        tools = self._response_tools(cmd)
+        response = self._open_response(cmd, tools)
+        own = tools if cmd.tools is not None or cmd.tool_choice is not None else None
+        self._effects.append(fx.StartResponse(response.fence, response.id, cmd.instructions,
+                                              own))
 
-    def _open_response(self, cmd: c.CreateResponse | None) -> Response:
+    def _response_tools(self, cmd: c.CreateResponse) -> ToolSet:
+        """The request's own tools and choice, each defaulting to the session's."""
+        session = self.config.tools
+        tools = session.tools if cmd.tools is None else cmd.tools
+        self._check_tools(tools, "response.tools")
+        choice = session.choice if cmd.tool_choice is None else cmd.tool_choice
+        return toolset(tools, choice, "response.tool_choice")
+
+    def _open_response(self, cmd: c.CreateResponse | None,
+                       tools: ToolSet | None = None) -> Response:
         self.fence = self.fence.with_turn(self.fence.turn_id + 1)
         rid = self._new_id("resp")
         item_id = self._new_id("item")
@@ -255,30 +265,37 @@ class SessionCore(ConversationItems):
                       else self.config.output_modalities)
         response = Response(rid, item_id, self.fence, modalities,
                             cmd.metadata if cmd else None, bool(cmd and cmd.out_of_band),
-                            PlaybackLedger(rid, item_id))
+                            PlaybackLedger(rid, item_id),
+                            self.config.tools if tools is None else tools)
         self.response = response
         self._turn(TurnEvent.RESPONSE_STARTED)
         self._emit(E.RESPONSE_CREATED, response=self._response_object(response))
-        item = self._assistant_item(response, "in_progress")
-        self._emit(E.OUTPUT_ITEM_ADDED, response_id=rid, output_index=0, item=item)
-        previous = next(reversed(self.items), None)
-        if not response.out_of_band:
-            self._emit(E.ITEM_ADDED, previous_item_id=previous, item=item)
-        # content parts use the short type names (the items use output_audio)
-        part = ({"type": "audio", "transcript": ""} if response.audio
-                else {"type": "text", "text": ""})
-        self._emit(E.CONTENT_PART_ADDED, response_id=rid, item_id=item_id, output_index=0,
-                   content_index=0, part=part)
+        if not response.tools.callable:  # a reply that cannot call is one message
+            self._open_message(response)
         return response
+
+    def _open_message(self, r: Response) -> None:
+        """Announce the response's message item (at once, or at its first words
+        when it may call tools instead: then its output may hold no message)."""
+        r.message_index = len(r.output)
+        item = self._assistant_item(r, "in_progress")
+        self._emit(E.OUTPUT_ITEM_ADDED, response_id=r.id, output_index=r.message_index,
+                   item=item)
+        if not r.out_of_band:
+            self._emit(E.ITEM_ADDED, previous_item_id=next(reversed(self.items), None),
+                       item=item)
+        # content parts use the short type names (the items use output_audio)
+        part = ({"type": "audio", "transcript": ""} if r.audio
+                else {"type": "text", "text": ""})
+        self._emit(E.CONTENT_PART_ADDED, **r.common(), part=part)
+        r.output.append(item)
 
     def _assistant_item(self, response: Response, status: str) -> ev.Event:
         heard = response.ledger.text_heard()
         return ev.assistant_item(response.item_id, status, heard, audio=response.audio)
 
     def _response_object(self, r: Response, reason: str | None = None) -> ev.Event:
-        output = [] if r.status is ResponseStatus.IN_PROGRESS else [
-            self._assistant_item(r, "completed" if r.status is ResponseStatus.COMPLETED
-                                 else "incomplete")]
+        output = [] if r.status is ResponseStatus.IN_PROGRESS else list(r.output)
         return ev.response_object(r.id, r.status.value, modalities=r.modalities,
                                   output=output, reason=reason, metadata=r.metadata,
                                   conversation_id=None if r.out_of_band else "conv_"
@@ -294,12 +311,13 @@ class SessionCore(ConversationItems):
                         text: str) -> bool:
         """A chunk of reply audio and its words; False when dropped as stale."""
         r = self._accepts(fence)
-        if r is None or self.closed:
+        if r is None or self.closed or r.message_closed:
             return False
+        if r.message_index is None:
+            self._open_message(r)
         r.ledger.book(duration_ms, text)
         r.ledger.mark_sent(r.ledger.generated_ms)
-        common = {"response_id": r.id, "item_id": r.item_id, "output_index": 0,
-                  "content_index": 0}
+        common = r.common()
         if r.audio:
             self._emit(E.AUDIO_DELTA, **common, delta=audio_b64)
             if text:
@@ -307,6 +325,43 @@ class SessionCore(ConversationItems):
         elif text:
             self._emit(E.TEXT_DELTA, **common, delta=text)
         return True
+
+    def function_call(self, fence: Fence, name: str, arguments: str) -> bool:
+        """A call the model made, whole; False when dropped as stale. The message
+        before it is closed (a reply's words come before its calls)."""
+        r = self._accepts(fence)
+        if r is None or self.closed:
+            return False
+        if r.message_open:
+            self._close_message(r, "completed")
+        r.message_closed = True
+        index = len(r.output)
+        item_id, call_id = self._new_id("item"), self._new_id("call")
+        common = {"response_id": r.id, "item_id": item_id, "output_index": index,
+                  "call_id": call_id}
+        opened = ev.function_call_item(item_id, "in_progress", call_id=call_id, name=name,
+                                       arguments="")
+        previous = next(reversed(self.items), None)
+        self._emit(E.OUTPUT_ITEM_ADDED, response_id=r.id, output_index=index, item=opened)
+        if not r.out_of_band:
+            self._emit(E.ITEM_ADDED, previous_item_id=previous, item=opened)
+        if arguments:
+            self._emit(E.CALL_ARGUMENTS_DELTA, **common, delta=arguments)
+        self._emit(E.CALL_ARGUMENTS_DONE, **common, name=name, arguments=arguments)
+        item = ev.function_call_item(item_id, "completed", call_id=call_id, name=name,
+                                     arguments=arguments)
+        r.output.append(item)
+        self._emit(E.OUTPUT_ITEM_DONE, response_id=r.id, output_index=index, item=item)
+        if not r.out_of_band:  # in the conversation now: its output may come before the end
+            self._add_output_item(item, previous)
+        return True
+
+    def _add_output_item(self, item: ev.Event, previous: str | None) -> None:
+        item_id = item["id"]
+        self.items[item_id] = item
+        self._effects.append(fx.SaveItem(item_id, item, previous))
+        self._emit(E.ITEM_DONE, previous_item_id=previous, item=item)
+        self._counted(item_id)
 
     def response_end(self, fence: Fence) -> None:
         r = self._accepts(fence)
@@ -324,26 +379,9 @@ class SessionCore(ConversationItems):
     def _finish(self, r: Response, event: ResponseEvent, reason: str | None) -> None:
         """Emit the closing sequence of ``r`` (research/peers.md §3.1 order)."""
         r.status = next_response_status(r.status, event)
-        common = {"response_id": r.id, "item_id": r.item_id, "output_index": 0,
-                  "content_index": 0}
-        heard = r.ledger.text_heard()
-        if r.audio:
-            self._emit(E.AUDIO_DONE, **common)
-            self._emit(E.AUDIO_TRANSCRIPT_DONE, **common, transcript=heard)
-            part: ev.Event = {"type": "audio", "transcript": heard}
-        else:
-            self._emit(E.TEXT_DONE, **common, text=heard)
-            part = {"type": "text", "text": heard}
-        self._emit(E.CONTENT_PART_DONE, **common, part=part)
-        status = "completed" if r.status is ResponseStatus.COMPLETED else "incomplete"
-        item = self._assistant_item(r, status)
-        self._emit(E.OUTPUT_ITEM_DONE, response_id=r.id, output_index=0, item=item)
-        if not r.out_of_band:
-            previous = next(reversed(self.items), None)
-            self.items[r.item_id] = item
-            self._effects.append(fx.SaveItem(r.item_id, item, previous))
-            self._emit(E.ITEM_DONE, previous_item_id=previous, item=item)
-            self._counted(r.item_id)
+        if r.message_open:
+            self._close_message(r, "completed" if r.status is ResponseStatus.COMPLETED
+                                else "incomplete")
         self._emit(E.RESPONSE_DONE, response=self._response_object(r, reason))
         self._emit(E.RATE_LIMITS_UPDATED, rate_limits=[])
         self._keep_ledger(r.ledger)
@@ -353,6 +391,26 @@ class SessionCore(ConversationItems):
             self.deferred_response = False
             nxt = self._open_response(None)
             self._effects.append(fx.StartResponse(nxt.fence, nxt.id, None))
+
+    def _close_message(self, r: Response, status: str) -> None:
+        common = r.common()
+        heard = r.ledger.text_heard()
+        if r.audio:
+            self._emit(E.AUDIO_DONE, **common)
+            self._emit(E.AUDIO_TRANSCRIPT_DONE, **common, transcript=heard)
+            part: ev.Event = {"type": "audio", "transcript": heard}
+        else:
+            self._emit(E.TEXT_DONE, **common, text=heard)
+            part = {"type": "text", "text": heard}
+        self._emit(E.CONTENT_PART_DONE, **common, part=part)
+        item = self._assistant_item(r, status)
+        assert r.message_index is not None
+        r.output[r.message_index] = item
+        r.message_closed = True
+        self._emit(E.OUTPUT_ITEM_DONE, response_id=r.id, output_index=r.message_index,
+                   item=item)
+        if not r.out_of_band:
+            self._add_output_item(item, next(reversed(self.items), None))
 
     def _keep_ledger(self, ledger: PlaybackLedger) -> None:
         self._ledgers[ledger.item_id] = ledger
@@ -394,9 +452,9 @@ class SessionCore(ConversationItems):
             r.ledger.heard_ms = r.ledger.sent_ms
         self._finish(r, ResponseEvent.CANCEL, reason)
 
-    def history(self) -> list[tuple[str, str]]:
-        """``(role, text)`` of the honest history, oldest first, for model context."""
-        return [(str(item.get("role")), ev.item_text(item)) for item in self.items.values()]
+    def history(self) -> list[ev.Event]:
+        """The honest history's items (I6), oldest first, for model context."""
+        return list(self.items.values())
 
 
 def apply_command(core: SessionCore, cmd: c.Command) -> bool:

@@ -233,6 +233,7 @@ class Gateway:
 
     def _runner(self, record: SessionRecord, core: SessionCore, *, beta: bool) -> SessionRunner:
         assert self.plugin is not None and self.orchestrator is not None
+        core.can_call_tools = self.plugin.capabilities.tools
         cfg = self.config
         journal = JournalLimits(cfg.journal_max_events, cfg.resume_replay_ttl_s,
                                 cfg.resume_replay_max_bytes)

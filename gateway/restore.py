@@ -28,8 +28,6 @@ def config_from_json(text: str) -> SessionConfig:
     wire.pop("id", None)
     wire.pop("object", None)
     wire.pop("type", None)
-    for key in ("tools", "tool_choice"):
-        wire.pop(key, None)
     return apply_update(SessionConfig(), wire)
 
 

@@ -14,6 +14,7 @@ from duplex.errors import DuplexError
 from duplex.events import ServerEvent
 from duplex.fence import Fence
 from duplex.session import SessionCore
+from duplex.tools import ToolSet
 from gateway.emitter import Attachment
 from plugins import base as pb
 
@@ -96,7 +97,11 @@ class CoreView:
         return td.prefix_padding_ms if td is not None else DEFAULT_PREFIX_MS
 
     def history(self) -> tuple[pb.HistoryItem, ...]:
-        return tuple(pb.HistoryItem(role, text) for role, text in self._core.history() if text)
+        return tuple(h for h in map(pb.history_item, self._core.history()) if h is not None)
+
+    @property
+    def tools(self) -> ToolSet:
+        return self._core.config.tools
 
     @property
     def auto_respond(self) -> bool:

@@ -305,6 +305,9 @@ class SessionRunner:
             case pb.TextOnly():
                 self.core.assistant_audio(item.fence.with_turn(delta.turn_id), "", 0.0,
                                           delta.text)
+            case pb.FunctionCall():
+                self.core.function_call(item.fence.with_turn(delta.turn_id), delta.name,
+                                        delta.arguments)
             case pb.EndOfResponse():
                 self.core.response_end(item.fence.with_turn(delta.turn_id))
 

@@ -22,7 +22,9 @@ import numpy.typing as npt
 
 from duplex.config import TurnDetection
 from duplex.effects import PlanEffect
+from duplex.events import item_text
 from duplex.fence import Fence
+from duplex.tools import ToolSet
 
 Pcm = npt.NDArray[np.int16]
 
@@ -35,6 +37,9 @@ class Capabilities:
     unit_ms: int = 100  # audio is handed to stage 0 in units of this length
     supports_barge_in: bool = True
     stage_names: tuple[str, ...] = ("listen", "think", "speak")
+    # The model calls the session's tools (projects ``FunctionCall``s); a plugin
+    # that cannot has ``tools`` refused with an error, never dropped.
+    tools: bool = False
 
 
 # -- the plan: how a session's conversation becomes stage submissions -------------
@@ -74,7 +79,14 @@ class SessionView(Protocol):
         ...
 
     def history(self) -> Sequence[HistoryItem]:
-        """The honest history (I6), oldest first, items with words only."""
+        """The honest history (I6), oldest first: messages with words, function
+        calls and their outputs."""
+        ...
+
+    @property
+    def tools(self) -> ToolSet:
+        """The session's tools and tool choice (a response may have its own:
+        ``StartResponse.tools``)."""
         ...
 
     @property
@@ -116,17 +128,43 @@ class StagePlan(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class HistoryItem:
-    role: str  # "user" | "assistant" | "system"
+    """One item of the conversation as a model hears it. ``kind`` is the item's
+    type: a ``message`` (``role`` user, assistant or system; ``text`` its
+    words), a ``function_call`` the assistant made (``name``, ``call_id``,
+    ``arguments``: a JSON text) or a ``function_call_output`` (``call_id``;
+    ``text`` the tool's output, ``role`` "tool")."""
+
+    role: str
     text: str
+    kind: str = "message"
+    name: str = ""
+    call_id: str = ""
+    arguments: str = ""
+
+
+def history_item(item: Mapping[str, Any]) -> HistoryItem | None:
+    """A conversation item (as on the wire) as a model hears it; None for a
+    message without words."""
+    kind = item.get("type", "message")
+    if kind == "function_call":
+        return HistoryItem("assistant", "", kind, str(item.get("name", "")),
+                           str(item.get("call_id", "")), str(item.get("arguments", "")))
+    if kind == "function_call_output":
+        return HistoryItem("tool", str(item.get("output", "")), kind,
+                           call_id=str(item.get("call_id", "")))
+    text = item_text(item)
+    return HistoryItem(str(item.get("role")), text) if text else None
 
 
 @dataclass(frozen=True, slots=True)
 class Context:
-    """A thinker's context: its first payload (the instructions and the honest
-    history), or later what changed (``instructions`` None: as they were)."""
+    """A thinker's context: its first payload (the instructions, the honest
+    history and the session's tools), or later what changed (``instructions``
+    and ``tools`` None: as they were)."""
 
     instructions: str | None
     items: tuple[HistoryItem, ...] = ()
+    tools: ToolSet | None = None
 
 
 # -- what stage outputs mean to a session ----------------------------------------
@@ -156,11 +194,21 @@ class TextOnly:
 
 
 @dataclass(frozen=True, slots=True)
+class FunctionCall:
+    """A tool call the model made, whole: ``arguments`` is a JSON text. The
+    reply's words come before its calls; words after a call are not kept."""
+
+    turn_id: int
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
 class EndOfResponse:
     turn_id: int
 
 
-Delta = Transcript | Speech | TextOnly | EndOfResponse
+Delta = Transcript | Speech | TextOnly | FunctionCall | EndOfResponse
 
 
 @dataclass(frozen=True, slots=True)

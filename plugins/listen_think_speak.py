@@ -33,11 +33,11 @@ from plugins.base import (
     AudioUnit,
     Capabilities,
     Context,
-    HistoryItem,
     Pcm,
     SessionView,
     StageResult,
     Submit,
+    history_item,
 )
 
 LISTEN, THINK, SPEAK = 0, 1, 2
@@ -95,8 +95,9 @@ class ListenThinkSpeakPlan:
             case fx.ContextChanged():
                 if not self._context_sent:
                     return []  # the epoch's first context carries it anyway
-                items = tuple(HistoryItem(role, text) for role, text in effect.items)
-                return [Submit(LISTEN, Relay(Context(effect.instructions, items)))]
+                items = tuple(h for h in map(history_item, effect.items) if h is not None)
+                return [Submit(LISTEN, Relay(Context(effect.instructions, items,
+                                                     effect.tools)))]
         raise TypeError(f"no plan for {type(effect).__name__}")
 
     def stage_failed(self, stage: int) -> None:
@@ -110,7 +111,7 @@ class ListenThinkSpeakPlan:
         if self._context_sent:
             return []
         self._context_sent = True
-        context = Context(view.instructions, tuple(view.history()))
+        context = Context(view.instructions, tuple(view.history()), view.tools)
         return [Submit(LISTEN, Relay(context))]
 
     def _flush(self, view: SessionView) -> list[Submit]:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from duplex import effects as fx
+from duplex.events import item_text
 from duplex.fence import Fence
 
 FENCE = Fence("sess_test", incarnation=1, epoch=0, turn_id=0)
@@ -21,3 +24,8 @@ def start(turn_id: int, response_id: str = "resp_1",
 
 def discard() -> fx.DiscardAudio:
     return fx.DiscardAudio(FENCE)
+
+
+def said(core: Any) -> list[tuple[str, str]]:
+    """``(role, words)`` of each item of a core's honest history, oldest first."""
+    return [(str(item.get("role")), item_text(item)) for item in core.history()]

@@ -26,7 +26,16 @@ from duplex import effects as fx
 from duplex.config import SessionConfig, TurnDetection
 from duplex.fence import Fence
 from duplex.session import SessionCore
-from plugins.base import Capabilities, Context, HistoryItem, Pcm, StageResult, Submit
+from duplex.tools import ToolSet
+from plugins.base import (
+    Capabilities,
+    Context,
+    HistoryItem,
+    Pcm,
+    StageResult,
+    Submit,
+    history_item,
+)
 from plugins.listen_think_speak import LISTEN, THINK, ListenThinkSpeakPlan, Relay
 from plugins.tone.payloads import Heard
 from plugins.tone.stages import ListenModel
@@ -48,7 +57,11 @@ class View:
         return 300
 
     def history(self) -> tuple[HistoryItem, ...]:
-        return tuple(HistoryItem(r, t) for r, t in self.core.history() if t)
+        return tuple(h for h in map(history_item, self.core.history()) if h is not None)
+
+    @property
+    def tools(self) -> ToolSet:
+        return self.core.config.tools
 
     @property
     def auto_respond(self) -> bool:

@@ -74,7 +74,7 @@ SEMANTIC = TurnDetection(type="semantic_vad")
                              "threshold": 9, "model_version": "v2"}},
          {"turn_detection": SEMANTIC}),
         # fields OpenAI has and the gateway does not use: accepted, ignored
-        ({"tracing": "auto", "tools": [{"type": "function", "name": "f"}], "tool_choice": "auto",
+        ({"tracing": "auto",
           "include": ["item.input_audio_transcription.logprobs"], "truncation": "auto",
           "prompt": {"id": "pmpt_1"}, "type": "realtime", "reasoning": {"effort": "low"},
           "audio": {"input": {"noise_reduction": {"type": "near_field"}},

@@ -105,6 +105,9 @@ VALID = st.fixed_dictionaries({}, optional={
             "format": FORMAT, "turn_detection": VAD, "transcription": TRANSCRIPTION}),
         "output": st.fixed_dictionaries({}, optional={"format": FORMAT, "voice": NAME}),
     }),
+    "tools": st.lists(st.sampled_from(["get_weather", "lookup", "a-b_9"]), unique=True).map(
+        lambda names: [{"type": "function", "name": n, "description": n} for n in names]),
+    "tool_choice": st.sampled_from(["auto", "none", "required"]),
 })
 # the top-level keys that may change each field ("only fields present change")
 CHANGED_BY = {
@@ -115,6 +118,7 @@ CHANGED_BY = {
     "output_format": {"output_audio_format", "audio"},
     "turn_detection": {"turn_detection", "audio"},
     "transcription": {"input_audio_transcription", "audio"},
+    "tools": {"tools", "tool_choice"},
 }
 
 

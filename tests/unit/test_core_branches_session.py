@@ -22,6 +22,7 @@ from duplex.events import ServerEvent as E
 from duplex.fence import Fence
 from duplex.session import KEEP_LEDGERS, SessionCore, apply_command
 from duplex.turns import TurnState
+from tests.effect_helpers import said
 
 
 def manual_core() -> SessionCore:
@@ -96,7 +97,7 @@ def test_transcript_without_transcription_is_saved_but_not_announced() -> None:
     core.transcript(item_id, "turn the lights on")
     effects = core.effects()
     assert effects == [fx.SaveItem(item_id, core.items[item_id], None)]
-    assert core.history() == [("user", "turn the lights on")]
+    assert said(core) == [("user", "turn the lights on")]
 
 
 def test_transcript_with_transcription_reports_the_committed_seconds() -> None:
@@ -115,7 +116,7 @@ def test_transcript_after_close_is_dropped() -> None:
     core.effects()
     core.transcript(item_id, "too late")
     assert core.effects() == []
-    assert core.history() == [("user", "")]
+    assert said(core) == [("user", "")]
 
 
 # -- reply chunks and the ledgers of finished replies ------------------------------

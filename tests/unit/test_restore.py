@@ -9,6 +9,7 @@ import pytest
 from duplex.config import AudioFormat, SessionConfig, TurnDetection
 from duplex.store.base import SessionRecord
 from gateway.restore import config_from_json, core_from_record, unfinished_response
+from tests.effect_helpers import said
 
 CONFIGS = [
     SessionConfig(),
@@ -48,7 +49,7 @@ def test_core_resumes_the_fence_and_the_honest_history() -> None:
     core = core_from_record(record(), [json.dumps(i) for i in items], beta=True)
     assert (core.fence.incarnation, core.fence.epoch, core.fence.turn_id) == (2, 3, 5)
     assert list(core.items) == ["a", "b"]
-    assert core.history() == [("user", "hi"), ("assistant", "hello th")]
+    assert said(core) == [("user", "hi"), ("assistant", "hello th")]
     assert core.beta and core.response is None
 
 

@@ -15,6 +15,7 @@ from duplex.events import ServerEvent as E
 from duplex.fence import Fence
 from duplex.session import MIN_COMMIT_MS, SessionCore, apply_command
 from duplex.turns import TurnState
+from tests.effect_helpers import said
 
 F0 = Fence("s1", 1, 0, 0)
 
@@ -193,7 +194,7 @@ def test_transcript_fills_the_user_item() -> None:
     effects = core.effects()
     done = one_event(effects, E.TRANSCRIPTION_COMPLETED)
     assert done["transcript"] == "hi there" and done["item_id"] == user_item
-    assert core.history()[0] == ("user", "hi there")
+    assert said(core)[0] == ("user", "hi there")
     core.transcript("nope", "x")
     assert core.effects() == []
 
@@ -288,7 +289,7 @@ def test_response_end_emits_the_closing_sequence_in_order() -> None:
     assert done["output"][0]["content"][0]["transcript"] == "Hello there my friend."
     assert one_event(effects, E.AUDIO_TRANSCRIPT_DONE)["transcript"] == "Hello there my friend."
     assert core.response is None and state(core) is TurnState.IDLE
-    assert core.history()[-1] == ("assistant", "Hello there my friend.")
+    assert said(core)[-1] == ("assistant", "Hello there my friend.")
     assert core.fence == Fence("s1", 1, 0, 1)  # a completed response bumps nothing
     core.response_end(r.fence)  # a repeated end is stale
     assert core.effects() == []
@@ -317,10 +318,10 @@ def test_barge_in_cancels_with_turn_detected() -> None:
     assert core.response is None and state(core) is TurnState.USER_SPEAKING
 
     # history keeps what was sent; late audio of the cancelled epoch is not added
-    assert core.history()[-1] == ("assistant", "Hello there my friend.")
+    assert said(core)[-1] == ("assistant", "Hello there my friend.")
     assert core.assistant_audio(r.fence, "AAAA", 200.0, "More words.") is False
     assert core.effects() == []
-    assert core.history()[-1] == ("assistant", "Hello there my friend.")
+    assert said(core)[-1] == ("assistant", "Hello there my friend.")
 
     # the client played 300 ms: the history keeps only the words heard (I6)
     core.truncate_item(c.TruncateItem(None, r.item_id, 0, 300))
@@ -328,7 +329,7 @@ def test_barge_in_cancels_with_turn_detected() -> None:
     assert kinds(effects) == ["SaveItem", E.ITEM_TRUNCATED]
     assert one_event(effects, E.ITEM_TRUNCATED) == {
         "type": E.ITEM_TRUNCATED, "item_id": r.item_id, "content_index": 0, "audio_end_ms": 300}
-    assert core.history()[-1] == ("assistant", "Hello ")
+    assert said(core)[-1] == ("assistant", "Hello ")
     assert core.items[r.item_id]["status"] == "incomplete"
 
 
@@ -343,7 +344,7 @@ def test_barge_in_truncated_before_cancel_keeps_only_heard_words() -> None:
     core.speech_started(900)
     done = one_event(core.effects(), E.RESPONSE_DONE)["response"]
     assert done["output"][0]["content"][0]["transcript"] == "Hello "
-    assert core.history()[-1] == ("assistant", "Hello ")
+    assert said(core)[-1] == ("assistant", "Hello ")
 
 
 def test_speech_without_interrupt_overlaps_and_defers_the_next_response() -> None:
@@ -488,7 +489,7 @@ def test_create_items_and_insertion_order() -> None:
     core.create_item(c.CreateItem(None, user_msg("one", "a"), None))
     effects = core.effects()
     assert kinds(effects) == ["SaveItem", "ContextChanged", E.ITEM_ADDED, E.ITEM_DONE]
-    assert only(effects, fx.ContextChanged) == [fx.ContextChanged(items=(("user", "one"),))]
+    assert only(effects, fx.ContextChanged) == [fx.ContextChanged(items=(core.items["a"],))]
     assert one_event(effects, E.ITEM_ADDED)["previous_item_id"] is None
     assert one_event(effects, E.ITEM_ADDED)["item"]["status"] == "completed"
     core.create_item(c.CreateItem(None, user_msg("two", "b"), None))
@@ -498,7 +499,7 @@ def test_create_items_and_insertion_order() -> None:
     assert one_event(effects, E.ITEM_ADDED)["previous_item_id"] == "a"
     assert only(effects, fx.SaveItem) == [fx.SaveItem("c", core.items["c"], "a")]
     assert list(core.items) == ["a", "c", "b"]
-    assert [t for _, t in core.history()] == ["one", "between", "two"]
+    assert [t for _, t in said(core)] == ["one", "between", "two"]
     core.create_item(c.CreateItem(None, user_msg("no id"), None))
     new_id = list(core.items)[-1]
     assert new_id.startswith("item_") and core.items[new_id]["object"] == "realtime.item"
@@ -508,8 +509,14 @@ def test_create_items_and_insertion_order() -> None:
 @pytest.mark.parametrize(
     ("item", "previous", "code", "param"),
     [
-        ({"type": "function_call", "role": "user", "content": []}, None, "invalid_value",
+        ({"type": "mcp_call", "role": "user", "content": []}, None, "invalid_value",
          "item.type"),
+        ({"type": "function_call", "name": "f"}, None, "missing_required_parameter",
+         "item.call_id"),
+        ({"type": "function_call", "call_id": "c", "name": 3}, None, "invalid_type",
+         "item.name"),
+        ({"type": "function_call_output", "call_id": "c"}, None,
+         "missing_required_parameter", "item.output"),
         ({"role": "robot", "content": []}, None, "invalid_value", "item.role"),
         ({"role": "user"}, None, "invalid_value", "item.content"),
         ({"role": "user", "content": ["text"]}, None, "invalid_value", "item.content"),
@@ -575,7 +582,7 @@ def test_truncate_errors(target: str, content_index: int, end_ms: int, code: str
     err = raises(code, core.truncate_item, c.TruncateItem(None, item_id, content_index, end_ms))
     assert err.param == param
     assert core.effects() == []
-    assert core.history()[-1] == ("assistant", "Hello there my friend.")
+    assert said(core)[-1] == ("assistant", "Hello there my friend.")
 
 
 @pytest.mark.parametrize(("end_ms", "text"), [(600, "Hello there my friend."),
@@ -587,10 +594,10 @@ def test_truncate_finished_item(end_ms: int, text: str) -> None:
     effects = core.effects()
     (save,) = only(effects, fx.SaveItem)
     assert save.item_id == item_id and save.previous_item_id is None
-    assert core.history()[-1] == ("assistant", text)
+    assert said(core)[-1] == ("assistant", text)
     core.truncate_item(c.TruncateItem(None, item_id, 0, 600))  # min wins: no undo
     core.effects()
-    assert core.history()[-1] == ("assistant", text)
+    assert said(core)[-1] == ("assistant", text)
 
 
 def test_truncate_deleted_item_is_not_found() -> None:
@@ -627,7 +634,7 @@ def test_playback_ack_with_truncate_by_response_id() -> None:
     assert kinds(effects) == ["SaveItem", E.PLAYBACK_ACKNOWLEDGED]
     ack = one_event(effects, E.PLAYBACK_ACKNOWLEDGED)
     assert ack["item_id"] == item_id and ack["truncated"] is True and ack["played_ms"] == 250.0
-    assert core.history()[-1] == ("assistant", "Hello ")
+    assert said(core)[-1] == ("assistant", "Hello ")
 
 
 @pytest.mark.parametrize(("response_id", "item_id"), [(None, None), ("resp_x", None),
