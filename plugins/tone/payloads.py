@@ -28,6 +28,16 @@ class Clause:
 
 
 @dataclass(frozen=True, slots=True)
+class Call:
+    """Stage 1 → 2 → session: a tool call, passed on by the speaker so it comes
+    after the reply's words (projects to ``FunctionCall``)."""
+
+    turn_id: int
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
 class SpokenWord:
     """Stage 2 output: one word and its tone (projects to ``Speech``)."""
 

@@ -3,7 +3,8 @@ three-stage shape as the real ones and no ML.
 
 It hears how long the user spoke, answers ``answer to turn N: one two three …``
 (longer speech, longer answer), and speaks each word as a 200 ms tone whose
-pitch encodes N (see ``decode.decode_turn``).
+pitch encodes N (see ``decode.decode_turn``). It calls tools by a fixed rule
+(``plugins.tone.calls``), so the function-calling protocol can be tested.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from plugins.base import (
     Capabilities,
     Delta,
     EndOfResponse,
+    FunctionCall,
     InProcessStage,
     PluginStatus,
     Progress,
@@ -26,7 +28,7 @@ from plugins.base import (
     VoiceActivityDetector,
 )
 from plugins.listen_think_speak import ListenThinkSpeakPlan
-from plugins.tone.payloads import Heard, SpokenWord
+from plugins.tone.payloads import Call, Heard, SpokenWord
 from plugins.tone.stages import ListenModel, SpeakModel, ThinkModel
 from plugins.tone.vad import EnergyVad
 
@@ -36,7 +38,7 @@ RATE = 24000
 class TonePlugin:
     def __init__(self) -> None:
         self.capabilities = Capabilities(
-            plugin_id="tone", input_rate=RATE, output_rate=RATE, unit_ms=100
+            plugin_id="tone", input_rate=RATE, output_rate=RATE, unit_ms=100, tools=True
         )
         self.status = PluginStatus()
         self._models: tuple[StageModel, ...] = (
@@ -65,6 +67,8 @@ class TonePlugin:
                 return [Speech(turn_id, pcm, word + " ")]
             case 2, EndOfResponse():
                 return [payload]
+            case 2, Call(turn_id=turn_id, name=name, arguments=arguments):
+                return [FunctionCall(turn_id, name, arguments)]
         raise TypeError(f"tone stage {stage} has no visible output {type(payload).__name__}")
 
     def plan(self) -> StagePlan:

@@ -12,11 +12,12 @@ import numpy as np
 
 from duplex import effects as fx
 from duplex.fence import Fence
+from duplex.tools import NO_TOOLS, ToolSet
 from plugins.base import AudioUnit, Context, EndOfResponse, HistoryItem, Pcm, StageResult
 from plugins.listen_think_speak import Relay, relay
-from plugins.tone import reply
+from plugins.tone import calls, reply
 from plugins.tone.levels import Framer, frame_len, frame_powers, mean_square, threshold_dbfs
-from plugins.tone.payloads import Clause, Heard, SpokenWord
+from plugins.tone.payloads import Call, Clause, Heard, SpokenWord
 from plugins.tone.synth import word_tone
 
 # The listener counts speech at the VAD's default level.
@@ -84,6 +85,8 @@ class ThinkState:
     instructions: str = ""
     history: tuple[HistoryItem, ...] = ()
     heard: Heard | None = None  # the latest user turn
+    tools: ToolSet = NO_TOOLS  # the session's
+    output: str | None = None  # a tool's output the next reply answers
 
 
 class ThinkModel:
@@ -94,16 +97,21 @@ class ThinkModel:
         if isinstance(payload, Context):
             if payload.instructions is not None:
                 state.instructions = payload.instructions
+            if payload.tools is not None:
+                state.tools = payload.tools
             state.history += payload.items  # a later Context adds to the history
+            outputs = [h.text for h in payload.items if h.kind == "function_call_output"]
+            if outputs:
+                state.output = outputs[-1]
         elif isinstance(payload, Heard):
-            state.heard = payload
+            state.heard, state.output = payload, None
             if payload.respond:
-                yield from _generate(payload.turn_id, payload.speech_ms, state.instructions)
+                yield from _reply(state, payload.turn_id, state.instructions, state.tools)
         elif isinstance(payload, fx.StartResponse):
-            speech_ms = state.heard.speech_ms if state.heard else 0
             instructions = state.instructions if payload.instructions is None \
                 else payload.instructions
-            yield from _generate(payload.fence.turn_id, speech_ms, instructions)
+            tools = state.tools if payload.tools is None else payload.tools
+            yield from _reply(state, payload.fence.turn_id, instructions, tools)
         else:
             raise _unexpected("think", payload)
 
@@ -111,9 +119,27 @@ class ThinkModel:
         state.heard = None
 
 
-def _generate(turn_id: int, speech_ms: int, instructions: str) -> Iterator[StageResult]:
+def _reply(state: ThinkState, turn_id: int, instructions: str,
+           tools: ToolSet) -> Iterator[StageResult]:
+    """A call (``plugins.tone.calls``), or words: the tool's output when one
+    came since the user spoke, else the counted reply."""
+    output, state.output = state.output, None
+    if output is not None:
+        yield from _say(turn_id, calls.said_output(output).split())
+        return
+    tool = calls.chosen_tool(tools, instructions)
+    if tool is not None:
+        yield StageResult(Call(turn_id, tool.name, calls.sample_arguments(tool)),
+                          segment_finished=True, visible=False)
+        yield StageResult(Clause(turn_id, "", last=True), segment_finished=True, visible=False)
+        return
+    speech_ms = state.heard.speech_ms if state.heard else 0
+    yield from _say(turn_id, reply.reply_words(turn_id, reply.word_count(speech_ms,
+                                                                          instructions)))
+
+
+def _say(turn_id: int, words: list[str]) -> Iterator[StageResult]:
     """The reply, one clause at a time, as a streaming thinker would emit it."""
-    words = reply.reply_words(turn_id, reply.word_count(speech_ms, instructions))
     parts = reply.clauses(words)
     for i, text in enumerate(parts):
         clause = Clause(turn_id, text, last=i == len(parts) - 1)
@@ -131,6 +157,9 @@ class SpeakModel:
         return None  # each clause is spoken on its own
 
     def step(self, state: None, payload: object) -> Iterator[StageResult]:
+        if isinstance(payload, Call):  # in order: after the words before it
+            yield StageResult(payload, segment_finished=True, visible=True)
+            return
         if not isinstance(payload, Clause):
             raise _unexpected("speak", payload)
         pcm = word_tone(payload.turn_id, self.rate)
