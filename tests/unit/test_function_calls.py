@@ -1,0 +1,259 @@
+"""Function calling in the sans-I/O core: tools and tool_choice parsed and
+checked (``duplex.tools``), a response's output items (``duplex.response``),
+calls and their outputs kept in the conversation."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from duplex import commands as c
+from duplex import effects as fx
+from duplex.errors import InvalidRequest
+from duplex.events import ServerEvent as E
+from duplex.events import item_text, to_beta
+from duplex.fence import Fence
+from duplex.session import SessionCore
+from duplex.tools import (
+    NO_TOOLS,
+    Tool,
+    ToolChoice,
+    ToolSet,
+    parse_tool_choice,
+    parse_tools,
+    update_toolset,
+)
+
+WEATHER = {"type": "function", "name": "get_weather", "description": "weather",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                          "required": ["city"]}}
+TIME = {"type": "function", "name": "get_time"}
+
+
+def new_core(**session: Any) -> SessionCore:
+    core = SessionCore(Fence("s1", 1, 0, 0))
+    if session:
+        core.update_session(c.UpdateSession(None, session))
+        core.effects()
+    return core
+
+
+def names(effects: list[fx.Effect]) -> list[str]:
+    return [e.event["type"] for e in effects if isinstance(e, fx.Emit)]
+
+
+def emitted(effects: list[fx.Effect], name: str) -> list[dict[str, Any]]:
+    return [e.event for e in effects if isinstance(e, fx.Emit) and e.event["type"] == name]
+
+
+def respond(core: SessionCore, **response: Any) -> list[fx.Effect]:
+    cmd = c.parse_command({"type": "response.create", "response": response})
+    assert isinstance(cmd, c.CreateResponse)
+    core.create_response(cmd)
+    return core.effects()
+
+
+def refused(fn: Any, *args: Any) -> InvalidRequest:
+    with pytest.raises(InvalidRequest) as info:
+        fn(*args)
+    return info.value
+
+
+# -- duplex.tools --------------------------------------------------------------------
+
+
+def test_tools_parse_with_defaults_and_wire_back() -> None:
+    tools = parse_tools([WEATHER, TIME], "session.tools")
+    assert tools[1] == Tool("get_time")
+    assert tools[1].wire()["parameters"] == {"type": "object", "properties": {}}
+    assert tools[0].wire() == WEATHER
+    assert parse_tools(None, "t") == ()
+    assert parse_tool_choice("required", "c") == ToolChoice("required")
+    assert parse_tool_choice({"type": "function", "name": "f"}, "c").wire() == {
+        "type": "function", "name": "f"}
+
+
+@pytest.mark.parametrize(("value", "code", "param"), [
+    ("get_weather", "invalid_type", "t"),
+    ([WEATHER] * 129, "array_above_max_length", "t"),
+    ([WEATHER, WEATHER], "invalid_value", "t[1].name"),
+    ([{"type": "mcp"}], "invalid_value", "t[0].type"),
+    ([{"type": "function"}], "missing_required_parameter", "t[0].name"),
+    ([{"name": 3}], "invalid_type", "t[0].name"),
+    ([{"name": "has space"}], "invalid_value", "t[0].name"),
+    ([{"name": "f", "description": 1}], "invalid_type", "t[0].description"),
+    ([{"name": "f", "parameters": []}], "invalid_type", "t[0].parameters"),
+    ([{"name": "f", "parameters": {"type": "string"}}], "invalid_function_parameters",
+     "t[0].parameters"),
+])
+def test_bad_tools_are_refused_naming_the_field(value: object, code: str, param: str) -> None:
+    error = refused(parse_tools, value, "t")
+    assert (error.code, error.param) == (code, param)
+
+
+@pytest.mark.parametrize(("value", "code", "param"), [
+    ("sometimes", "invalid_value", "c"),
+    (7, "invalid_type", "c"),
+    ({"type": "mcp"}, "invalid_value", "c.type"),
+    ({"type": "function", "name": 1}, "invalid_type", "c.name"),
+])
+def test_bad_tool_choices_are_refused(value: object, code: str, param: str) -> None:
+    error = refused(parse_tool_choice, value, "c")
+    assert (error.code, error.param) == (code, param)
+
+
+def test_a_toolset_says_what_may_be_called() -> None:
+    a, b = Tool("a"), Tool("b")
+    assert ToolSet((a, b)).callable == (a, b) and not ToolSet((a, b)).must_call
+    assert ToolSet((a, b), ToolChoice("none")).callable == ()
+    named = ToolSet((a, b), ToolChoice("function", "b"))
+    assert named.callable == (b,) and named.must_call
+    assert ToolSet((a,), ToolChoice("required")).must_call
+    assert update_toolset(named, {}, "session") == named
+    error = refused(update_toolset, named, {"tools": [TIME]}, "session")
+    assert error.param == "session.tool_choice.name"  # the choice names a tool now gone
+
+
+# -- session tools -------------------------------------------------------------------
+
+
+def test_session_update_sets_tools_and_tells_the_model() -> None:
+    core = new_core()
+    core.update_session(c.UpdateSession(None, {"tools": [WEATHER], "tool_choice": "required"}))
+    effects = core.effects()
+    changed = [e for e in effects if isinstance(e, fx.ContextChanged)]
+    assert changed == [fx.ContextChanged(tools=core.config.tools)]
+    session = emitted(effects, E.SESSION_UPDATED)[0]["session"]
+    assert session["tools"] == [WEATHER] and session["tool_choice"] == "required"
+    core.update_session(c.UpdateSession(None, {"voice": "x"}))  # tools as they were
+    assert not [e for e in core.effects() if isinstance(e, fx.ContextChanged)]
+    beta = SessionCore(Fence("s2", 1, 0, 0), beta=True, config=core.config)
+    assert beta.session_object()["tools"] == [WEATHER]
+
+
+def test_a_plugin_that_cannot_call_has_tools_refused() -> None:
+    core = new_core()
+    core.can_call_tools = False
+    error = refused(core.update_session, c.UpdateSession(None, {"tools": [WEATHER],
+                                                                "instructions": "x"}))
+    assert error.param == "session.tools"
+    assert core.config.instructions == "" and core.effects() == []
+    core.update_session(c.UpdateSession(None, {"tools": []}))  # none is fine
+    error = refused(lambda: respond(core, tools=[TIME]))
+    assert error.param == "response.tools" and core.response is None
+
+
+# -- a response's calls --------------------------------------------------------------
+
+
+def test_a_call_streams_as_an_output_item_and_joins_the_conversation() -> None:
+    core = new_core(tools=[WEATHER])
+    effects = respond(core)
+    assert names(effects) == [E.RESPONSE_CREATED]  # it may call: no message announced yet
+    start = next(e for e in effects if isinstance(e, fx.StartResponse))
+    assert start.tools is None  # the session's
+    fence = core.response.fence if core.response else None
+    assert fence is not None
+    assert core.function_call(fence, "get_weather", '{"city":"Oslo"}')
+    effects = core.effects()
+    assert names(effects) == [E.OUTPUT_ITEM_ADDED, E.ITEM_ADDED, E.CALL_ARGUMENTS_DELTA,
+                              E.CALL_ARGUMENTS_DONE, E.OUTPUT_ITEM_DONE, E.ITEM_DONE]
+    done = emitted(effects, E.CALL_ARGUMENTS_DONE)[0]
+    item = core.items[done["item_id"]]
+    assert (item["type"], item["call_id"], item["name"], json.loads(item["arguments"])) == (
+        "function_call", done["call_id"], "get_weather", {"city": "Oslo"})
+    assert emitted(effects, E.OUTPUT_ITEM_ADDED)[0]["item"]["arguments"] == ""
+    assert any(isinstance(e, fx.SaveItem) and e.item_id == item["id"] for e in effects)
+    # no words after a call; a second call is the next output item
+    assert not core.assistant_audio(fence, "", 100.0, "late words")
+    assert core.function_call(fence, "get_weather", "")
+    effects = core.effects()
+    assert E.CALL_ARGUMENTS_DELTA not in names(effects)  # nothing to stream
+    assert emitted(effects, E.OUTPUT_ITEM_ADDED)[0]["output_index"] == 1
+    core.response_end(fence)
+    done_response = emitted(core.effects(), E.RESPONSE_DONE)[0]["response"]
+    assert [o["type"] for o in done_response["output"]] == ["function_call"] * 2
+    assert core.history()[-1]["type"] == "function_call"
+    assert not core.function_call(fence, "get_weather", "{}")  # stale: the response ended
+
+
+def test_words_then_a_call_close_the_message_first() -> None:
+    core = new_core(tools=[WEATHER])
+    respond(core)
+    assert core.response is not None
+    fence = core.response.fence
+    assert core.assistant_audio(fence, "QUJD", 200.0, "Let me check.")
+    effects = core.effects()
+    assert names(effects)[:3] == [E.OUTPUT_ITEM_ADDED, E.ITEM_ADDED, E.CONTENT_PART_ADDED]
+    assert core.function_call(fence, "get_weather", "{}")
+    kinds = names(core.effects())
+    assert kinds[:5] == [E.AUDIO_DONE, E.AUDIO_TRANSCRIPT_DONE, E.CONTENT_PART_DONE,
+                         E.OUTPUT_ITEM_DONE, E.ITEM_DONE]
+    core.response_end(fence)
+    effects = core.effects()
+    assert names(effects) == [E.RESPONSE_DONE, E.RATE_LIMITS_UPDATED]
+    output = emitted(effects, E.RESPONSE_DONE)[0]["response"]["output"]
+    assert [(o["type"], o["status"]) for o in output] == [("message", "completed"),
+                                                          ("function_call", "completed")]
+    assert [i["type"] for i in core.history()] == ["message", "function_call"]
+
+
+def test_an_out_of_band_call_stays_out_of_the_conversation() -> None:
+    core = new_core()
+    respond(core, conversation="none", tools=[TIME], tool_choice="required")
+    assert core.response is not None
+    start_tools = core.response.tools
+    assert start_tools.must_call
+    assert core.function_call(core.response.fence, "get_time", "{}")
+    effects = core.effects()
+    assert E.ITEM_ADDED not in names(effects) and E.ITEM_DONE not in names(effects)
+    assert core.items == {}
+
+
+def test_per_response_tools_and_choice() -> None:
+    core = new_core(tools=[WEATHER, TIME])
+    effects = respond(core, tool_choice={"type": "function", "name": "get_time"})
+    start = next(e for e in effects if isinstance(e, fx.StartResponse))
+    assert start.tools is not None and [t.name for t in start.tools.callable] == ["get_time"]
+    assert core.response is not None
+    core.cancel_response(c.CancelResponse(None, None))
+    core.effects()
+    effects = respond(core, tool_choice="none")
+    assert names(effects)[:2] == [E.RESPONSE_CREATED, E.OUTPUT_ITEM_ADDED]  # words only
+    assert core.response is not None
+    core.cancel_response(c.CancelResponse(None, None))
+    core.effects()
+    error = refused(lambda: respond(core, tools=[WEATHER],
+                                    tool_choice={"type": "function", "name": "get_time"}))
+    assert error.param == "response.tool_choice.name"
+    assert new_core().config.tools == NO_TOOLS
+
+
+def test_a_cancelled_call_only_response_has_no_message() -> None:
+    core = new_core(tools=[WEATHER])
+    respond(core)
+    core.cancel_response(c.CancelResponse(None, None))
+    done = emitted(core.effects(), E.RESPONSE_DONE)[0]["response"]
+    assert (done["status"], done["output"]) == ("cancelled", [])
+
+
+# -- call items from the client -----------------------------------------------------
+
+
+def test_calls_and_outputs_are_created_kept_and_heard() -> None:
+    core = new_core()
+    core.create_item(c.CreateItem(None, {"type": "function_call", "call_id": "c1",
+                                         "name": "get_weather"}, None))
+    effects = core.effects()
+    call = core.items[next(iter(core.items))]
+    assert call["arguments"] == "" and call["status"] == "completed"
+    assert [e for e in effects if isinstance(e, fx.ContextChanged)] == [
+        fx.ContextChanged(items=(call,))]
+    core.create_item(c.CreateItem(None, {"type": "function_call_output", "call_id": "c1",
+                                         "output": ""}, None))
+    effects = core.effects()
+    assert [type(e).__name__ for e in effects].count("ContextChanged") == 1  # heard, if empty
+    assert item_text({"type": "function_call_output", "output": "17"}) == "17"
+    assert to_beta({"type": E.ITEM_ADDED, "item": call})["type"] == "conversation.item.created"
