@@ -35,6 +35,7 @@ class ServerEvent(enum.StrEnum):
     ITEM_RETRIEVED = "conversation.item.retrieved"
     ITEM_DELETED = "conversation.item.deleted"
     ITEM_TRUNCATED = "conversation.item.truncated"
+    TRANSCRIPTION_DELTA = "conversation.item.input_audio_transcription.delta"
     TRANSCRIPTION_COMPLETED = "conversation.item.input_audio_transcription.completed"
     RESPONSE_CREATED = "response.created"
     OUTPUT_ITEM_ADDED = "response.output_item.added"

@@ -230,6 +230,11 @@ class SessionCore(ConversationItems):
         self._counted(item_id)
         if self.config.transcription is not None:
             seconds = round(self._input_ms.pop(item_id, 0.0) / 1000.0, 3)
+            # OpenAI's whisper-1 sends its transcript as one delta, then completed;
+            # clients that show words as they come (pipecat, LiveKit) read the delta
+            if text:
+                self._emit(E.TRANSCRIPTION_DELTA, item_id=item_id, content_index=0,
+                           delta=text)
             self._emit(E.TRANSCRIPTION_COMPLETED, item_id=item_id, content_index=0,
                        transcript=text, usage={"type": "duration", "seconds": seconds})
 

@@ -43,6 +43,7 @@ from gateway.log_limits import LogLimiter
 from gateway.mailbox import Lane, Mailbox
 from gateway.metrics import Metrics
 from gateway.paced_audio import PacedAudio
+from gateway.reply_chunks import reply_chunks
 from gateway.user_audio import UserAudio
 from orchestrator.duplex import DuplexOrchestrator
 from plugins import base as pb
@@ -293,15 +294,7 @@ class SessionRunner:
                 self.clock.mark("transcribe")
                 self.core.transcript(delta.item_id, delta.text)
             case pb.Speech():
-                fence = item.fence.with_turn(delta.turn_id)
-                pcm = self.user_audio.io.encode(delta.pcm)
-                ms = 1000.0 * len(delta.pcm) / self.plugin.capabilities.output_rate
-                first = self.core.response is not None and not self.core.response.ledger.marks
-                if self.core.assistant_audio(fence, pybase64.b64encode_as_string(pcm), ms,
-                                             delta.text) and first:
-                    seconds = self.clock.first_audio()
-                    if seconds is not None:
-                        self.metrics.first_audio.observe(seconds)
+                self._speak(item.fence.with_turn(delta.turn_id), delta)
             case pb.TextOnly():
                 self.core.assistant_audio(item.fence.with_turn(delta.turn_id), "", 0.0,
                                           delta.text)
@@ -310,6 +303,17 @@ class SessionRunner:
                                         delta.arguments)
             case pb.EndOfResponse():
                 self.core.response_end(item.fence.with_turn(delta.turn_id))
+
+    def _speak(self, fence: Fence, speech: pb.Speech) -> None:
+        rate = self.plugin.capabilities.output_rate
+        for pcm, text in reply_chunks(speech.pcm, rate, speech.text):
+            wire = self.user_audio.io.encode(pcm)
+            first = self.core.response is not None and not self.core.response.ledger.marks
+            if self.core.assistant_audio(fence, pybase64.b64encode_as_string(wire),
+                                         1000.0 * len(pcm) / rate, text) and first:
+                seconds = self.clock.first_audio()
+                if seconds is not None:
+                    self.metrics.first_audio.observe(seconds)
 
     def note_stage_latency(self, stage: int, seconds: float) -> None:
         """A stage's time from an input to its first output (for ``timings_ms``)."""

@@ -100,9 +100,9 @@ class ThinkModel:
             if payload.tools is not None:
                 state.tools = payload.tools
             state.history += payload.items  # a later Context adds to the history
-            outputs = [h.text for h in payload.items if h.kind == "function_call_output"]
-            if outputs:
-                state.output = outputs[-1]
+            last = payload.items[-1] if payload.items else None
+            if last is not None and last.kind == "function_call_output":  # not yet answered
+                state.output = last.text
         elif isinstance(payload, Heard):
             state.heard, state.output = payload, None
             if payload.respond:

@@ -8,6 +8,7 @@ import pytest
 
 from duplex.config import AudioFormat, SessionConfig, TurnDetection
 from duplex.store.base import SessionRecord
+from duplex.tools import Tool, ToolChoice, ToolSet
 from gateway.restore import config_from_json, core_from_record, unfinished_response
 from tests.effect_helpers import said
 
@@ -19,6 +20,9 @@ CONFIGS = [
     SessionConfig(turn_detection=TurnDetection(threshold=0.7, prefix_padding_ms=100,
                                                silence_duration_ms=900,
                                                interrupt_response=False)),
+    SessionConfig(tools=ToolSet((Tool("get_weather", "the weather", {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+        Tool("get_time")), ToolChoice("function", "get_time"))),
 ]
 
 

@@ -194,9 +194,16 @@ def test_transcript_fills_the_user_item() -> None:
     effects = core.effects()
     done = one_event(effects, E.TRANSCRIPTION_COMPLETED)
     assert done["transcript"] == "hi there" and done["item_id"] == user_item
+    delta = one_event(effects, E.TRANSCRIPTION_DELTA)  # before completed, as OpenAI's
+    assert (delta["delta"], delta["item_id"]) == ("hi there", user_item)
+    assert names(effects).index(E.TRANSCRIPTION_DELTA) < names(effects).index(
+        E.TRANSCRIPTION_COMPLETED)
     assert said(core)[0] == ("user", "hi there")
     core.transcript("nope", "x")
     assert core.effects() == []
+    silent = only(vad_turn(core), fx.CommitAudio)[0].item_id
+    core.transcript(silent, "")  # nothing heard: completed, with no delta
+    assert E.TRANSCRIPTION_DELTA not in names(core.effects())
 
 
 # -- assistant audio and fences (I1) ----------------------------------------------

@@ -1,0 +1,35 @@
+"""Reply audio cut into the chunks a client expects: at most ``MAX_CHUNK_MS`` each.
+
+A talker speaks a clause at a time (two or three seconds of audio in one
+piece); OpenAI's ``response.output_audio.delta`` events carry a few hundred
+milliseconds each, and clients size their playback buffers and barge-in
+bookkeeping by that. Each chunk carries the words spoken in it, spread over
+the chunks in order, so the playback ledger can truncate a reply close to
+the word the user last heard (I6).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from plugins.base import Pcm
+
+MAX_CHUNK_MS = 200
+_WORD = re.compile(r"\s*\S+")
+
+
+def reply_chunks(pcm: Pcm, rate: int, text: str,
+                 max_ms: int = MAX_CHUNK_MS) -> Iterator[tuple[Pcm, str]]:
+    """``pcm`` in chunks of at most ``max_ms``, each with its share of ``text``
+    (the shares concatenate to ``text``)."""
+    step = max(1, rate * max_ms // 1000)
+    count = max(1, -(-len(pcm) // step))
+    words = _WORD.findall(text)
+    tail = text[sum(map(len, words)):]  # trailing white space goes with the last chunk
+    shares = [""] * count
+    for i, word in enumerate(words):  # a word goes with the chunk where it ends, so a
+        shares[((i + 1) * count - 1) // len(words)] += word  # truncation keeps none unheard
+    shares[-1] += tail
+    for i in range(count):
+        yield pcm[i * step:(i + 1) * step], shares[i]
