@@ -31,7 +31,7 @@ T = TypeVar("T")
 HERE = Path(__file__).resolve().parent
 NODE_DIR = HERE / "node"
 CACHE = HERE / ".cache"
-PYTHON_CLIENTS = ("openai", "pipecat", "livekit")
+PYTHON_CLIENTS = ("openai", "pipecat", "livekit", "agents")
 INSTALL_TIMEOUT_S = 300
 NPM_REGISTRY = "https://registry.npmjs.org/"
 

@@ -16,6 +16,8 @@ CLIENTS = {
     "`@openai/agents-realtime`": ("npm", "@openai/agents-realtime", "test_agents_realtime.py"),
     "`openai` (Python), GA": ("openai", "openai", "test_openai_python.py"),
     "`openai` (Python), beta": ("openai", "openai", "test_openai_python.py"),
+    "`openai-agents` (Python), `RealtimeAgent`": (
+        "agents", "openai-agents", "test_openai_agents.py"),
     "`pipecat-ai`, `OpenAIRealtimeLLMService`": ("pipecat", "pipecat-ai", "test_pipecat.py"),
     "`livekit-plugins-openai`, `RealtimeModel`": (
         "livekit", "livekit-plugins-openai", "test_livekit.py"),

@@ -7,11 +7,15 @@ first; a spoken turn comes back as ``TTSAudioRawFrame``s and ``TTSTextFrame``s w
 user's ``TranscriptionFrame`` upstream; talking over a reply truncates it (server VAD:
 the service on ``speech_started``; manual: the app's ``InterruptionFrame``) and
 ``retrieve_conversation_item`` shows the cut item; an unknown item is an exception
-the session survives, not an ``ErrorFrame`` that ends it.
+the session survives, not an ``ErrorFrame`` that ends it. A function registered with
+``register_function`` and offered by the context's ``ToolsSchema`` is called by a reply:
+the handler runs with the model's arguments, the service sends its result back as the
+call's output, and the next reply (which the app's assistant aggregator asks for) says it.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -50,3 +54,34 @@ def test_an_unknown_item_is_not_fatal(report: dict[str, Any]) -> None:
     assert "does not exist" in report["missing_item"]
     assert report["errors"] == []
     assert [h["role"] for h in report["history"]] == ["assistant"] + ["user", "assistant"] * 3
+
+
+WEATHER = "seventeen degrees and cloudy"
+
+
+@pytest.fixture(scope="module")
+def tools_report(drivers: Drivers) -> dict[str, Any]:
+    return drivers.python("pipecat", "pipecat_realtime.py", "tools")
+
+
+def test_a_reply_calls_the_registered_function(tools_report: dict[str, Any]) -> None:
+    tool = tools_report["tool"]
+    started = tool["in_progress"]
+    assert started["name"] == "get_weather" and started["id"].startswith("call_")
+    assert started["arguments"] == {"city": "tone"}  # the schema's required string, sampled
+    assert tool["handler"] == [{"arguments": {"city": "tone"}, "id": started["id"]}]
+    assert tool["result"] == {"id": started["id"], "result": WEATHER}
+
+
+def test_the_result_is_sent_back_and_answered(tools_report: dict[str, Any]) -> None:
+    tool = tools_report["tool"]
+    call_id = tool["in_progress"]["id"]
+    sent = json.dumps(WEATHER)  # pipecat sends a result as JSON
+    assert tool["sent"] == [{"call_id": call_id, "output": sent}]
+    assert tool["reply"]["transcript"] == f"the tool said {sent} "
+    assert tool["reply"]["audio_ms"] == 7 * 200
+    call, result = tool["context"]
+    assert [c["id"] for c in call["tool_calls"]] == [call_id]
+    assert json.loads(call["tool_calls"][0]["function"]["arguments"]) == {"city": "tone"}
+    assert (result["role"], result["tool_call_id"], result["content"]) == ("tool", call_id, sent)
+    assert tools_report["errors"] == []

@@ -1,6 +1,6 @@
 """pipecat's ``OpenAIRealtimeLLMService`` in a minimal pipeline, over wss://.
 
-    python pipecat_realtime.py vad|manual
+    python pipecat_realtime.py vad|manual|tools
 
 The pipeline is ``[tap ↑, service, tap ↓]``: what the service pushes downstream (the
 reply's audio and text) and upstream (the user's transcript, errors) is what a pipecat
@@ -8,6 +8,11 @@ app builds on. The context starts the conversation (the bot speaks first), the u
 speaks a turn, then talks over the next reply: with server VAD the service truncates on
 ``speech_started``; in manual mode the app's ``InterruptionFrame`` cancels and truncates.
 ``retrieve_conversation_item`` then shows what the conversation kept.
+
+``tools``: the context offers a function (``ToolsSchema``) whose handler is registered
+with ``llm.register_function``, and the instruction ``call=get_weather`` makes the
+first reply call it; the pipeline ends in the context's assistant aggregator, which
+records the result and asks the service for the reply that uses it, as in an app.
 """
 
 from __future__ import annotations
@@ -17,10 +22,14 @@ import sys
 from typing import Any
 
 from common import Inbox, Responses, frames, gateway, run, silence, tone
+from pipecat.adapters.schemas.function_schema import FunctionSchema
+from pipecat.adapters.schemas.tools_schema import ToolsSchema
 from pipecat.frames.frames import (
     BotStoppedSpeakingFrame,
     ErrorFrame,
     Frame,
+    FunctionCallInProgressFrame,
+    FunctionCallResultFrame,
     InputAudioRawFrame,
     InterruptionFrame,
     LLMContextFrame,
@@ -35,13 +44,16 @@ from pipecat.frames.frames import (
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.aggregators.llm_response_universal import LLMContextAggregatorPair
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.services.llm_service import FunctionCallParams
 from pipecat.services.openai.realtime import events
 from pipecat.services.openai.realtime.llm import OpenAIRealtimeLLMService
 from pipecat.workers.runner import WorkerRunner
 
 MODE = sys.argv[1]
 RATE = 24000
+WEATHER = "seventeen degrees and cloudy"
 
 
 class Tap(FrameProcessor):
@@ -91,7 +103,8 @@ def service() -> OpenAIRealtimeLLMService:
     audio = events.AudioConfiguration(input=events.AudioInput(
         turn_detection=False if MODE == "manual" else None))  # None: the server's VAD
     settings = OpenAIRealtimeLLMService.Settings(
-        system_instruction="words=3", session_properties=events.SessionProperties(audio=audio))
+        system_instruction="call=get_weather" if MODE == "tools" else "words=3",
+        session_properties=events.SessionProperties(audio=audio))
     return OpenAIRealtimeLLMService(api_key=key, settings=settings,
                                     base_url=base.replace("https:", "wss:", 1) + "/realtime")
 
@@ -131,16 +144,54 @@ async def interrupt(worker: PipelineWorker, llm: OpenAIRealtimeLLMService, down:
     report["after_barge_in"] = after
 
 
+def weather_context() -> LLMContext:
+    return LLMContext(tools=ToolsSchema(standard_tools=[FunctionSchema(
+        name="get_weather", description="The weather in a city.",
+        properties={"city": {"type": "string"}}, required=["city"])]))
+
+
+async def tool_turn(worker: PipelineWorker, context: LLMContext, calls: list[Any],
+                    down: Inbox, items: list[Any], report: dict[str, Any]) -> None:
+    """The context's first reply calls the tool; the handler's result is answered."""
+    replies = Replies(worker, down)
+    await worker.queue_frame(LLMContextFrame(context))
+    started = await down.until(lambda f: isinstance(f, FunctionCallInProgressFrame))
+    result = await down.until(lambda f: isinstance(f, FunctionCallResultFrame))
+    reply = await replies.next()
+    report["tool"] = {
+        "handler": calls,
+        "in_progress": {"name": started.function_name, "id": started.tool_call_id,
+                        "arguments": started.arguments},
+        "result": {"id": result.tool_call_id, "result": result.result},
+        "sent": [{"call_id": i.call_id, "output": i.output} for i in items
+                 if i.type == "function_call_output"],
+        "reply": reply,
+        # what the aggregator recorded before asking for the reply
+        "context": [{k: m.get(k) for k in ("role", "content", "tool_call_id", "tool_calls")}
+                    for m in context.get_messages()
+                    if isinstance(m, dict) and (m.get("tool_calls") or m.get("role") == "tool")]}
+
+
 async def drive(report: dict[str, Any]) -> None:
-    up, down, items = Inbox(), Inbox(), []
+    up, down, items, calls = Inbox(), Inbox(), [], []
     llm = service()
+    context = weather_context()
 
     @llm.event_handler("on_conversation_item_created")
     async def _added(_service: Any, _item_id: str, item: Any) -> None:
         items.append(item)
 
-    worker = PipelineWorker(Pipeline([Tap(FrameDirection.UPSTREAM, up), llm,
-                                      Tap(FrameDirection.DOWNSTREAM, down)]),
+    async def get_weather(params: FunctionCallParams) -> None:
+        calls.append({"arguments": dict(params.arguments), "id": params.tool_call_id})
+        await params.result_callback(WEATHER)
+
+    llm.register_function("get_weather", get_weather)
+    # the app's context aggregators: the assistant's records the call and its result
+    # and asks the service for the reply
+    pair = LLMContextAggregatorPair(context)
+    user, assistant = ([pair.user()], [pair.assistant()]) if MODE == "tools" else ([], [])
+    worker = PipelineWorker(Pipeline([Tap(FrameDirection.UPSTREAM, up), *user, llm,
+                                      Tap(FrameDirection.DOWNSTREAM, down), *assistant]),
                             cancel_on_idle_timeout=False, enable_rtvi=False,
                             params=PipelineParams(audio_in_sample_rate=RATE,
                                                   audio_out_sample_rate=RATE))
@@ -155,6 +206,10 @@ async def drive(report: dict[str, Any]) -> None:
     running = asyncio.create_task(runner.run())
     try:
         await asyncio.wait_for(started.wait(), 20)
+        if MODE == "tools":
+            await tool_turn(worker, context, calls, down, items, report)
+            report["errors"] = [f.error for f in up.events if isinstance(f, ErrorFrame)]
+            return
         replies = Replies(worker, down)
         await worker.queue_frame(LLMContextFrame(LLMContext()))  # the bot speaks first
         report["greeting"] = await replies.next()
