@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from duplex.response import Response
 
 
+ROOT = "root"  # OpenAI's previous_item_id for "first in the conversation" (LiveKit sends it)
+
+
 def _message(item: dict[str, Any]) -> None:
     if item.get("role") not in ("user", "assistant", "system"):
         raise InvalidRequest("item.role must be user, assistant or system",
@@ -93,7 +96,7 @@ class ConversationItems:
                                  "exists.", code="item_create_duplicate_item_id",
                                  param="item.id")
         previous = cmd.previous_item_id
-        if previous is not None and previous not in self.items:
+        if previous is not None and previous != ROOT and previous not in self.items:
             raise InvalidRequest(f"Error adding item: the previous item with id '{previous}' "
                                  "does not exist.", code="item_create_invalid_previous_item_id",
                                  param="previous_item_id")
@@ -109,7 +112,7 @@ class ConversationItems:
         self._effects.append(fx.SaveItem(item_id, item, previous))
         if kind != "message" or ev.item_text(item):  # the model hears it before the next reply
             self._effects.append(fx.ContextChanged(items=(item,)))
-        after = previous if previous is not None else self._before(item_id)
+        after = previous if previous not in (None, ROOT) else self._before(item_id)
         self._emit(E.ITEM_ADDED, previous_item_id=after, item=item)
         self._emit(E.ITEM_DONE, previous_item_id=after, item=item)
 
@@ -118,6 +121,8 @@ class ConversationItems:
             self.items[item_id] = item
             return
         rebuilt: OrderedDict[str, ev.Event] = OrderedDict()
+        if previous == ROOT:
+            rebuilt[item_id] = item
         for key, value in self.items.items():
             rebuilt[key] = value
             if key == previous:

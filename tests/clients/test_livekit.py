@@ -91,9 +91,6 @@ def test_the_output_sent_back_is_answered(report: dict[str, Any]) -> None:
     assert report["tool_errors"] == [] and report["errors"] == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "gateway: LiveKit creates the first restored item with previous_item_id 'root' "
-    "(OpenAI: insert first); duplex/items.py answers item_create_invalid_previous_item_id"))
 def test_a_restored_chat_ctx_with_a_call_is_taken_and_answered(
         report: dict[str, Any]) -> None:
     assert [i["type"] for i in report["restore"]][-2:] == [

@@ -127,8 +127,9 @@ async def test_a_history_with_calls_is_restored_and_used(client: RealtimeClient)
          "arguments": '{"city": "Oslo"}'},
         {"type": "function_call_output", "call_id": "call_old", "output": "minus four"},
     ]
-    for item in items:
-        await client.send("conversation.item.create", item=item)
+    for i, item in enumerate(items):  # the first "after root", as LiveKit sends it
+        await client.send("conversation.item.create", item=item,
+                          previous_item_id="root" if i == 0 else None)
         done = await client.until("conversation.item.done")
         assert done["item"]["type"] == item["type"]
     await client.send("response.create")

@@ -511,6 +511,12 @@ def test_create_items_and_insertion_order() -> None:
     new_id = list(core.items)[-1]
     assert new_id.startswith("item_") and core.items[new_id]["object"] == "realtime.item"
     assert one_event(core.effects(), E.ITEM_ADDED)["previous_item_id"] == "b"
+    # OpenAI's "root": first in the conversation (LiveKit restores a history so)
+    core.create_item(c.CreateItem(None, user_msg("zero", "z"), "root"))
+    assert [t for _, t in said(core)][:2] == ["zero", "one"]
+    effects = core.effects()
+    assert one_event(effects, E.ITEM_ADDED)["previous_item_id"] is None
+    assert only(effects, fx.SaveItem)[0].previous_item_id == "root"
 
 
 @pytest.mark.parametrize(
