@@ -130,6 +130,22 @@ def lost_response_done(response_id: str) -> ev.Event:
         "output": [], "usage": None})
 
 
+MAX_DURATION = "max_duration"  # the session reached its lifetime (--max-session-s)
+
+
+def expired_error(reason: str, max_session_s: float | None) -> ev.Event:
+    """How a session's end reaches an OpenAI client: OpenAI's ``session_expired``
+    error, before the close (``session.expired`` is the duplex extension's)."""
+    if reason == MAX_DURATION and max_session_s:
+        minutes = max_session_s / 60
+        message = f"Your session hit the maximum duration of {minutes:g} minutes."
+    else:
+        message = f"Your session expired ({reason})."
+    return ev.event(ev.E.ERROR, error={"type": "invalid_request_error",
+                                       "code": "session_expired", "message": message,
+                                       "param": None, "event_id": None})
+
+
 def reaped_terminal(session_id: str, reason: str) -> ev.Event:
     """The ``session.expired`` a reaper journals for a dead owner's session; its
     ``server_event_seq`` 0 is the placeholder the store stamps the real seq into."""

@@ -35,7 +35,8 @@ class GatewayConfig:
     max_sessions: int = 64
     max_sessions_per_process: int = 0
     disconnect_grace_s: float = 30.0
-    idle_ttl_s: float = 300.0
+    idle_ttl_s: float = 0.0
+    max_session_s: float = 3600.0
     output_lead_ms: float = 500.0
     max_message_bytes: int = 4 * 1024 * 1024
     max_pending_commands: int = 512
@@ -100,7 +101,9 @@ _FLAGS: dict[str, tuple[Any, str]] = {
     "max_sessions": (int, "open sessions allowed across all gateways on this Redis"),
     "max_sessions_per_process": (int, "open sessions allowed per gateway process (0: no limit)"),
     "disconnect_grace_s": (float, "how long a detached session waits for a resume"),
-    "idle_ttl_s": (float, "expire sessions idle this long"),
+    "idle_ttl_s": (float, "expire attached sessions idle this long (0: never, as OpenAI)"),
+    "max_session_s": (float, "end each session this long after it opened, with OpenAI's "
+                             "session_expired error (OpenAI's limit: 60 minutes; 0: never)"),
     "output_lead_ms": (float, "how far ahead of real time reply audio is sent"),
     "max_message_bytes": (int, "largest client WebSocket message accepted"),
     "max_pending_commands": (int, "client commands queued per session before "

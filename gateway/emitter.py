@@ -42,6 +42,7 @@ class Attachment(Protocol):
     """The socket a session is currently attached to."""
 
     generation: int
+    extensions: bool  # it takes the duplex events it did not ask for (``OPT_IN``)
 
     async def send_text(self, text: str) -> None: ...
 
@@ -49,6 +50,11 @@ class Attachment(Protocol):
         """Close the socket (idempotent); its reader stops. ``linger_s`` keeps it open
         that long for late commands to be refused."""
         ...
+
+
+# Extension events a client gets without having asked (by sending an extension
+# command): journaled always, sent only to an attachment that opted in.
+OPT_IN = frozenset({"session.expired"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +152,7 @@ class Emitter:
             self._window.append((now, seq, len(text)))
             self._window_bytes += len(text)
             self._keep(now, seq, text)
-            await self.send(text)
+            await self.send(text, kind)
         return True
 
     async def _append(self, batch: list[tuple[int, str]], now: float,
@@ -226,9 +232,9 @@ class Emitter:
         self.metrics.errors.labels(exc.code).inc()
         await self.send(dumps({"type": "error", "error": exc.to_wire()}))
 
-    async def send(self, text: str) -> None:
+    async def send(self, text: str, kind: str = "") -> None:
         attachment = self.attachment
-        if attachment is None:
+        if attachment is None or (kind in OPT_IN and not attachment.extensions):
             return
         try:
             await attachment.send_text(text)

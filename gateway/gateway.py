@@ -241,9 +241,11 @@ class Gateway:
                           last_seq=record.last_seq, epoch=record.epoch, beta=beta,
                           limits=journal, metrics=self.metrics, fence=lambda: core.fence)
         limits = RunnerLimits(lead_ms=cfg.output_lead_ms,
-                              max_pending_commands=cfg.max_pending_commands)
+                              max_pending_commands=cfg.max_pending_commands,
+                              max_session_s=cfg.max_session_s or None)
         runner = SessionRunner(core, emitter, self.store, self.orchestrator, self.plugin,
                                self.metrics, limits)
+        runner.opened_at = record.created_at
         self.orchestrator.attach(record.session_id, runner)
         self.runners[record.session_id] = runner
         self.metrics.sessions.inc()
@@ -280,7 +282,7 @@ class Gateway:
         record = await self.store.open_session(
             sid, owner=self.owner, token_digest=token_digest(token), config="{}",
             now=time.time(), max_sessions=cfg.max_sessions,
-            max_sessions_per_owner=cfg.max_sessions_per_process, idle_ttl_s=cfg.idle_ttl_s,
+            max_sessions_per_owner=cfg.max_sessions_per_process, idle_ttl_s=cfg.idle_ttl_s or None,
             grace_s=cfg.disconnect_grace_s)
         core = SessionCore(Fence(sid, record.incarnation, 0, 0), beta=beta,
                            budget=ItemBudget(self.conversation_limits))

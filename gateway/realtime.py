@@ -13,6 +13,8 @@ Connection semantics (the duplex extensions):
 - A client that closes with code 1000 ends its session (``session.closed``);
   any other drop detaches it for ``disconnect_grace_s``, during which it goes on
   generating and journaling. ``?resumable=0`` makes every drop an end.
+- ``?extensions=duplex`` asks for the extension events a client would not
+  otherwise ask for (``session.expired``); a resumed socket gets them anyway.
 """
 
 from __future__ import annotations
@@ -53,6 +55,10 @@ class WsAttachment:
 
     def __init__(self, ws: WebSocket, generation: int, *, resumed: bool = False) -> None:
         self.ws = ws
+        # The duplex extension events a client did not ask for (``session.expired``)
+        # go only to a client that opted in: ``?extensions=duplex``, or a resume
+        # (itself an extension). A plain OpenAI client would reject them.
+        self.extensions = resumed or "duplex" in ws.query_params.get("extensions", "").split(",")
         self.direct = direct_reads(ws)  # sends straight to uvicorn's protocol when it can
         self.generation = generation
         self.ended = asyncio.Event()
@@ -206,8 +212,9 @@ async def _relayed_to_owner(ws: WebSocket, gateway: Gateway, sid: str, first: st
     """Serve the resume through the session's live owner on another process, if it
     has one this process can reach (``gateway.owner_relay``); True once done."""
     query = {"resume": sid}
-    if "resumable" in ws.query_params:
-        query["resumable"] = ws.query_params["resumable"]
+    for key in ("resumable", "extensions"):
+        if key in ws.query_params:
+            query[key] = ws.query_params[key]
     headers = {"OpenAI-Beta": "realtime=v1"} if beta else {}
     if gateway.config.api_key is not None:
         headers["Authorization"] = f"Bearer {gateway.config.api_key}"

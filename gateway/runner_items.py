@@ -116,6 +116,7 @@ class RunnerLimits:
     max_pending_events: int = 256
     max_pending_audio: int = 4096
     renew_every_s: float = 1.0  # lease renewals on input activity, at most this often
+    max_session_s: float | None = None  # a session's lifetime (None: no limit)
 
 
 

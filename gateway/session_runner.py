@@ -80,6 +80,7 @@ class SessionRunner:
         self._history = HistoryWrites(core, emitter, store)
         self.recovery: at.Recovery | None = None  # said in the next session.resumed
         self.record: SessionRecord | None = None  # as restored from Redis, if it was
+        self.opened_at: float | None = None  # when the session opened (its lifetime's start)
         self.task: asyncio.Task[None] | None = None
         self.closed = asyncio.Event()
         self.on_closed: list[Any] = []
@@ -186,6 +187,12 @@ class SessionRunner:
     # -- the session's task group ---------------------------------------------------
 
     async def run(self) -> None:
+        lifetime = self.limits.max_session_s
+        ends = None
+        if lifetime and self.opened_at is not None:  # from the open, across takeovers
+            ends = asyncio.get_running_loop().call_later(
+                max(0.0, self.opened_at + lifetime - time.time()), self.request_expire,
+                at.MAX_DURATION)
         async with asyncio.TaskGroup() as tg:
             pacer = tg.create_task(self._paced.run(lambda item: self._put(Lane.MEDIA, item)),
                                    name=f"pace-{self.session_id}")
@@ -193,6 +200,8 @@ class SessionRunner:
                 await self._work()
             finally:
                 pacer.cancel()
+                if ends is not None:
+                    ends.cancel()
 
     async def _work(self) -> None:
         while not self.closed.is_set():
@@ -448,16 +457,22 @@ class SessionRunner:
         await self._run_effects()
         await self.orch.detach(self.core.fence)
         final = event(terminal, reason=reason[:MAX_REASON_CHARS])
-        state: EndState = "expired" if terminal is ServerEvent.SESSION_EXPIRED else "closed"
+        expired = terminal is ServerEvent.SESSION_EXPIRED
+        state: EndState = "expired" if expired else "closed"
+        # a connected client hears it as OpenAI's error too (a detached one is gone)
+        told = expired and self.emitter.attachment is not None
+        ending = [at.expired_error(reason, self.limits.max_session_s), final] if told \
+            else [final]
         try:  # a journaled terminal frees the slot before it is sent
             journaled = await self.emitter.publish(
-                [final], before_send=lambda: self._close_in_store(state))
+                ending, before_send=lambda: self._close_in_store(state))
         except DuplexError as exc:  # e.g. another process claimed it meanwhile
             log.warning("session %s: terminal not journaled: %s", self.session_id, exc)
             journaled = False
         if not journaled:
             await self._close_in_store(state)
-            await self.emitter.send(dumps(final))
+            for ended in ending:
+                await self.emitter.send(dumps(ended), ended["type"])
         self.closed.set()
         await self._refuse_queued()
         if self.emitter.attachment is not None:

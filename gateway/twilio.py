@@ -86,7 +86,9 @@ class TwilioBridge:
             cfg = self.config
             client = connect(cfg.redis_url or "unix:///nonexistent",
                              timeout_s=cfg.store_timeout_s)
-            self._registry = CallRegistry(client, cfg.idle_ttl_s + cfg.disconnect_grace_s)
+            # a binding lives as long as its session can (a day where sessions never end)
+            self._registry = CallRegistry(client, (cfg.max_session_s or 24 * 3600.0)
+                                          + cfg.disconnect_grace_s)
         return self._registry
 
     def public_base(self, scheme: str, host: str) -> str:

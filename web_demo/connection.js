@@ -33,7 +33,9 @@ export class RealtimeConnection {
   }
 
   connect(resumeId) {
-    const url = resumeId ? `${this.url}?resume=${encodeURIComponent(resumeId)}` : this.url;
+    // extensions=duplex: this page reads the duplex events (session.expired) too
+    const url = resumeId ? `${this.url}?resume=${encodeURIComponent(resumeId)}`
+      : `${this.url}?extensions=duplex`;
     // "realtime" is the subprotocol OpenAI's browser clients offer; the gateway picks it.
     const ws = new WebSocket(url, ["realtime"]);
     this.ws = ws;

@@ -54,6 +54,7 @@ class TwilioAttachment:
         self.stream_sid = stream_sid
         self.call_sid = call_sid
         self.generation = generation
+        self.extensions = True  # the bridge reads every event itself
         self.runner = runner
         self.ended = asyncio.Event()
         self.reply: _Reply | None = None

@@ -37,6 +37,7 @@ from websockets.exceptions import ConnectionClosed
 GRACE_S = 1.0
 REAPER_S = 0.2
 REAPER = ("--reaper-interval-s", str(REAPER_S))
+LIFETIME_S = 3.0
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +51,13 @@ def short_grace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayPro
 def short_idle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
     with running_tone(tmp_path_factory.mktemp("short_idle"), *REAPER,
                       "--idle-ttl-s", "1") as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def short_life(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+    with running_tone(tmp_path_factory.mktemp("short_life"), *REAPER,
+                      "--max-session-s", str(LIFETIME_S)) as proc:
         yield proc
 
 
@@ -155,7 +163,7 @@ async def test_resume_within_the_grace_then_expiry_on_the_next_drop(
 
 async def test_heartbeats_keep_an_idle_session_alive_and_silence_expires_it(
         short_idle: GatewayProcess) -> None:
-    c = await RealtimeClient.connect(short_idle.ws)
+    c = await RealtimeClient.connect(f"{short_idle.ws}?extensions=duplex")
     created = await c.recv()
     sid = created["session"]["id"]
     loop = asyncio.get_running_loop()
@@ -174,6 +182,8 @@ async def test_heartbeats_keep_an_idle_session_alive_and_silence_expires_it(
     expired = await c.until("session.expired", timeout=1 + 10 * REAPER_S + 2)
     assert loop.time() - fell_silent >= 0.9  # measured from the last ack, not the beat
     assert expired["reason"] == "idle_ttl_expired"
+    assert c.events[-2]["type"] == "error"  # OpenAI's form first, then the extension's
+    assert c.events[-2]["error"]["code"] == "session_expired"
     await read_to_close(c)
     assert c.ws.close_code == 1000
     assert len(c.of("session.expired")) == 1 and not c.of("session.closed")
@@ -322,3 +332,35 @@ async def test_resumes_racing_the_grace_deadline_either_resume_or_expire(
     outcomes = await asyncio.gather(*(race_one(short_grace, store, d) for d in delays))
     assert set(outcomes) == {"resumed", "expired"}, list(zip(delays, outcomes, strict=True))
     assert outcomes[0] == "resumed" and outcomes[-1] == "expired"
+
+
+# -- lifetime ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("extensions", [False, True])
+async def test_a_session_ends_at_its_lifetime_in_the_form_its_client_knows(
+        short_life: GatewayProcess, extensions: bool) -> None:
+    """An attached session is not expired for being quiet (no idle TTL by default);
+    its lifetime ends it with OpenAI's ``session_expired`` error and a close. The
+    ``session.expired`` extension goes only to a client that opted in."""
+    url = f"{short_life.ws}?extensions=duplex" if extensions else short_life.ws
+    c = await RealtimeClient.connect(url)
+    opened = time.time()
+    created = await c.recv()
+    sid = created["session"]["id"]
+    await still_works(c)
+    error = await c.until("error", timeout=LIFETIME_S + 5)
+    assert time.time() - opened >= LIFETIME_S - 0.5  # from the open, not from a quiet spell
+    assert error["error"]["code"] == "session_expired"
+    assert error["error"]["type"] == "invalid_request_error"
+    assert "maximum duration" in error["error"]["message"]
+    await read_to_close(c)
+    assert c.ws.close_code == 1000
+    assert c.events[-1]["type"] == ("session.expired" if extensions else "error")
+    assert len(c.of("session.expired")) == int(extensions)
+    r = valkey(short_life.data_dir)
+    try:  # the journal has the terminal either way, for a resume to be told
+        terminal = await the_one_terminal(r, sid)
+        assert terminal["reason"] == "max_duration"
+    finally:
+        await r.aclose()
