@@ -255,6 +255,9 @@ def _item_id(obj: Mapping[str, Any]) -> str:
 
 _PARSERS: Mapping[str, Parser] = {
     "session.update": lambda o, e: UpdateSession(e, _mapping(o, "session")),
+    # beta's update of a transcription session: the same fields, the type implied
+    "transcription_session.update": lambda o, e: UpdateSession(
+        e, {**_mapping(o, "session"), "type": "transcription"}),
     "input_audio_buffer.append": lambda o, e: AppendAudio(e, decode_base64_audio(o.get("audio"))),
     "input_audio_buffer.commit": lambda o, e: CommitInput(e),
     "input_audio_buffer.clear": lambda o, e: ClearInput(e),

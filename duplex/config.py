@@ -78,10 +78,18 @@ class SessionConfig:
     transcription: str | None = "default"
     max_output_tokens: int | None = None
     tools: ToolSet = NO_TOOLS
+    # "realtime" (a conversation) or "transcription" (the user's words only, no replies)
+    kind: str = "realtime"
+
+    @property
+    def transcribing_only(self) -> bool:
+        return self.kind == "transcription"
 
     def wire(self, session_id: str, *, beta: bool = False) -> dict[str, object]:
         td = self.turn_detection.wire() if self.turn_detection else None
         transcription = {"model": self.transcription} if self.transcription else None
+        if self.transcribing_only:
+            return self._transcription_wire(session_id, td, transcription, beta=beta)
         if beta:
             return {
                 "id": session_id, "object": "realtime.session", "model": self.model,
@@ -107,6 +115,19 @@ class SessionConfig:
             "max_output_tokens": self.max_output_tokens or "inf",
             **self._tools_wire(),
         }
+
+    def _transcription_wire(self, session_id: str, td: object, transcription: object, *,
+                            beta: bool) -> dict[str, object]:
+        """A transcription session's object: its input alone (OpenAI's shapes)."""
+        if beta:
+            return {"id": session_id, "object": "realtime.transcription_session",
+                    "modalities": ["text"], "input_audio_format": self.input_format.beta_name,
+                    "input_audio_transcription": transcription, "turn_detection": td}
+        return {"type": "transcription", "id": session_id,
+                "object": "realtime.transcription_session",
+                "audio": {"input": {"format": self.input_format.wire(), "turn_detection": td,
+                                    "transcription": transcription, "noise_reduction": None}},
+                "include": []}
 
     def _tools_wire(self) -> dict[str, object]:
         return {"tools": [t.wire() for t in self.tools.tools],
@@ -209,6 +230,8 @@ def apply_update(config: SessionConfig, session: object) -> SessionConfig:
         if key in obj:
             changes["max_output_tokens"] = _max_tokens(obj[key], f"session.{key}")
     changes["tools"] = update_toolset(config.tools, obj, "session")
+    changes["kind"] = f.choice(obj, "type", config.kind, ("realtime", "transcription"),
+                               "session")
     _beta_fields(obj, config, changes)
     if "audio" in obj:
         audio = f.obj(obj["audio"], "session.audio")
@@ -216,4 +239,7 @@ def apply_update(config: SessionConfig, session: object) -> SessionConfig:
             _audio_input(f.obj(audio["input"], "session.audio.input"), config, changes)
         if "output" in audio:
             _audio_output(f.obj(audio["output"], "session.audio.output"), config, changes)
+    if changes["kind"] == "transcription" and changes.get("transcription",
+                                                          config.transcription) is None:
+        changes["transcription"] = "default"  # what a transcription session is for
     return replace(config, **changes)

@@ -19,6 +19,7 @@ class ServerEvent(enum.StrEnum):
     ERROR = "error"
     SESSION_CREATED = "session.created"
     SESSION_UPDATED = "session.updated"
+    TRANSCRIPTION_SESSION_UPDATED = "transcription_session.updated"  # beta's name for it
     SESSION_CLOSED = "session.closed"
     SESSION_EXPIRED = "session.expired"
     SESSION_RESUMED = "session.resumed"

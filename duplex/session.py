@@ -29,7 +29,7 @@ from duplex.fence import Fence, apply_cancel, is_current_epoch
 from duplex.items import ConversationItems
 from duplex.ledger import PlaybackLedger
 from duplex.response import Response
-from duplex.tools import Tool, ToolSet, toolset
+from duplex.tools import Tool, ToolSet, response_toolset
 from duplex.turns import (
     ResponseEvent,
     ResponseStatus,
@@ -117,7 +117,9 @@ class SessionCore(ConversationItems):
         tools = config.tools if config.tools != before.tools else None
         if instructions is not None or tools is not None:  # they apply from the next reply
             self._effects.append(fx.ContextChanged(instructions=instructions, tools=tools))
-        self._emit(E.SESSION_UPDATED, session=self.session_object())
+        beta_transcription = self.beta and config.transcribing_only
+        self._emit(E.TRANSCRIPTION_SESSION_UPDATED if beta_transcription else E.SESSION_UPDATED,
+                   session=self.session_object())
 
     def _check_tools(self, tools: tuple[Tool, ...], param: str) -> None:
         """What the model plugin cannot do is refused, never dropped."""
@@ -178,7 +180,8 @@ class SessionCore(ConversationItems):
         self._emit(E.SPEECH_STOPPED, audio_end_ms=audio_ms, item_id=self._input_item_id())
         self._turn(TurnEvent.SPEECH_STOPPED)
         td = self.config.turn_detection
-        self._commit(respond=td is not None and td.create_response, by_vad=True)
+        self._commit(respond=td is not None and td.create_response
+                     and not self.config.transcribing_only, by_vad=True)
 
     def commit(self, cmd: c.CommitInput) -> None:
         """A client commit never starts a response, in server_vad mode too (as
@@ -242,24 +245,22 @@ class SessionCore(ConversationItems):
 
     def create_response(self, cmd: c.CreateResponse) -> None:
         self._require_open()
+        if self.config.transcribing_only:
+            raise InvalidRequest("A transcription session makes no responses: "
+                                 "'response.create' is not supported.", code="invalid_value",
+                                 param="type")
         if self.response is not None:
             raise SessionStateError(
                 f"Conversation already has an active response in progress: {self.response.id}."
                 " Wait until the response is finished before creating a new one.",
                 code="conversation_already_has_active_response")
-        tools = self._response_tools(cmd)
+        if cmd.tools is not None:
+            self._check_tools(cmd.tools, "response.tools")
+        tools = response_toolset(self.config.tools, cmd.tools, cmd.tool_choice)
         response = self._open_response(cmd, tools)
         own = tools if cmd.tools is not None or cmd.tool_choice is not None else None
         self._effects.append(fx.StartResponse(response.fence, response.id, cmd.instructions,
                                               own))
-
-    def _response_tools(self, cmd: c.CreateResponse) -> ToolSet:
-        """The request's own tools and choice, each defaulting to the session's."""
-        session = self.config.tools
-        tools = session.tools if cmd.tools is None else cmd.tools
-        self._check_tools(tools, "response.tools")
-        choice = session.choice if cmd.tool_choice is None else cmd.tool_choice
-        return toolset(tools, choice, "response.tool_choice")
 
     def _open_response(self, cmd: c.CreateResponse | None,
                        tools: ToolSet | None = None) -> Response:

@@ -145,6 +145,13 @@ def toolset(tools: tuple[Tool, ...], choice: ToolChoice, param: str) -> ToolSet:
     return ToolSet(tools, choice)
 
 
+def response_toolset(session: ToolSet, tools: tuple[Tool, ...] | None,
+                     choice: ToolChoice | None) -> ToolSet:
+    """A ``response.create``'s own tools and choice, each defaulting to the session's."""
+    return toolset(session.tools if tools is None else tools,
+                   session.choice if choice is None else choice, "response.tool_choice")
+
+
 def update_toolset(current: ToolSet, obj: Mapping[str, Any], parent: str) -> ToolSet:
     """``current`` with the ``tools``/``tool_choice`` of ``obj`` (absent: as they were)."""
     tools = current.tools

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import json
 import logging
 import os
 import secrets
@@ -21,6 +22,7 @@ from collections import Counter
 
 from duplex.attach import check_cursor, reaped_terminal
 from duplex.close_codes import CloseCode
+from duplex.config import SessionConfig
 from duplex.conversation import ConversationLimits, ItemBudget
 from duplex.errors import CapacityError, DuplexError, InvalidRequest, SessionStateError
 from duplex.fence import Fence
@@ -267,10 +269,11 @@ class Gateway:
         if self.runners.pop(runner.session_id, None) is not None:
             self.metrics.sessions.dec()
 
-    async def open_session(self, *, beta: bool,
-                           address: str | None = None) -> tuple[SessionRunner, str]:
+    async def open_session(self, *, beta: bool, address: str | None = None,
+                           transcription: bool = False) -> tuple[SessionRunner, str]:
         """Admit a new session (raises ``CapacityError``); returns it and its resume token.
-        ``address``: the client's, for ``--max-sessions-per-address``."""
+        ``address``: the client's, for ``--max-sessions-per-address``; ``transcription``:
+        a transcription session (``?intent=transcription``)."""
         sid = "sess_" + secrets.token_urlsafe(18)
         token = secrets.token_urlsafe(32)
         cfg = self.config
@@ -279,12 +282,15 @@ class Gateway:
             raise CapacityError(f"{limit} sessions are open from this address already, the "
                                 "most this gateway allows one address",
                                 code="resource_exhausted")
+        config = SessionConfig(kind="transcription", transcription="default") \
+            if transcription else SessionConfig()
         record = await self.store.open_session(
-            sid, owner=self.owner, token_digest=token_digest(token), config="{}",
+            sid, owner=self.owner, token_digest=token_digest(token),
+            config=json.dumps(config.wire(sid)) if transcription else "{}",
             now=time.time(), max_sessions=cfg.max_sessions,
             max_sessions_per_owner=cfg.max_sessions_per_process, idle_ttl_s=cfg.idle_ttl_s or None,
             grace_s=cfg.disconnect_grace_s)
-        core = SessionCore(Fence(sid, record.incarnation, 0, 0), beta=beta,
+        core = SessionCore(Fence(sid, record.incarnation, 0, 0), config, beta=beta,
                            budget=ItemBudget(self.conversation_limits))
         self.metrics.sessions_opened.inc()
         runner = self._runner(record, core, beta=beta)

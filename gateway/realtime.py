@@ -139,7 +139,8 @@ async def _open(ws: WebSocket, gateway: Gateway,
                 beta: bool) -> tuple[SessionRunner, WsAttachment] | None:
     try:
         runner, token = await gateway.open_session(
-            beta=beta, address=ws.client.host if ws.client else None)
+            beta=beta, address=ws.client.host if ws.client else None,
+            transcription=ws.query_params.get("intent") == "transcription")
     except CapacityError as exc:
         gateway.metrics.sessions_rejected.labels(exc.code).inc()
         await _refuse(ws, exc, CloseCode.TRY_AGAIN_LATER)

@@ -105,8 +105,9 @@ class CoreView:
 
     @property
     def auto_respond(self) -> bool:
-        td = self._core.config.turn_detection
-        return td is not None and td.create_response
+        config = self._core.config
+        td = config.turn_detection
+        return td is not None and td.create_response and not config.transcribing_only
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,7 +43,7 @@ from gateway.log_limits import LogLimiter
 from gateway.mailbox import Lane, Mailbox
 from gateway.metrics import Metrics
 from gateway.paced_audio import PacedAudio
-from gateway.reply_chunks import reply_chunks
+from gateway.reply_chunks import reply_chunks, words
 from gateway.user_audio import UserAudio
 from orchestrator.duplex import DuplexOrchestrator
 from plugins import base as pb
@@ -304,9 +304,10 @@ class SessionRunner:
                 self.core.transcript(delta.item_id, delta.text)
             case pb.Speech():
                 self._speak(item.fence.with_turn(delta.turn_id), delta)
-            case pb.TextOnly():
-                self.core.assistant_audio(item.fence.with_turn(delta.turn_id), "", 0.0,
-                                          delta.text)
+            case pb.TextOnly():  # a word a delta, as OpenAI streams text
+                for word in words(delta.text):
+                    self.core.assistant_audio(item.fence.with_turn(delta.turn_id), "", 0.0,
+                                              word)
             case pb.FunctionCall():
                 self.core.function_call(item.fence.with_turn(delta.turn_id), delta.name,
                                         delta.arguments)

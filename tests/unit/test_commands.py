@@ -22,6 +22,8 @@ PCM = base64.b64encode(b"\x01\x02\x03\x04").decode()
     [
         ({"type": "session.update", "session": {"instructions": "x"}},
          c.UpdateSession(None, {"instructions": "x"})),
+        ({"type": "transcription_session.update", "session": {"include": []}},
+         c.UpdateSession(None, {"include": [], "type": "transcription"})),
         ({"type": "input_audio_buffer.append", "audio": PCM},
          c.AppendAudio(None, b"\x01\x02\x03\x04")),
         ({"type": "input_audio_buffer.append", "audio": ""}, c.AppendAudio(None, b"")),
@@ -74,7 +76,8 @@ def test_parse_every_command(obj: dict[str, Any], expected: c.Command) -> None:
 
 def test_every_command_type_is_covered() -> None:
     assert c.COMMAND_TYPES == {
-        "session.update", "input_audio_buffer.append", "input_audio_buffer.commit",
+        "session.update", "transcription_session.update", "input_audio_buffer.append",
+        "input_audio_buffer.commit",
         "input_audio_buffer.clear", "response.create", "response.cancel",
         "output_audio_buffer.clear", "conversation.item.create",
         "conversation.item.retrieve", "conversation.item.delete",
@@ -97,7 +100,8 @@ def test_non_string_event_id_is_dropped() -> None:
         ({}, "missing_required_parameter", "type"),
         ({"type": 5}, "missing_required_parameter", "type"),
         ({"type": "response.cancelled"}, "invalid_value", "type"),
-        ({"type": "transcription_session.update"}, "invalid_value", "type"),
+        ({"type": "transcription_session.update"}, "missing_required_parameter", "session"),
+        ({"type": "transcription_session.created"}, "invalid_value", "type"),
         ({"type": "session.update"}, "missing_required_parameter", "session"),
         ({"type": "session.update", "session": []}, "invalid_type", "session"),
         ({"type": "input_audio_buffer.append"}, "missing_required_parameter", "audio"),

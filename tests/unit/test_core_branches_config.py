@@ -119,6 +119,7 @@ CHANGED_BY = {
     "turn_detection": {"turn_detection", "audio"},
     "transcription": {"input_audio_transcription", "audio"},
     "tools": {"tools", "tool_choice"},
+    "kind": {"type"},
 }
 
 

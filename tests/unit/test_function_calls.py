@@ -11,6 +11,7 @@ import pytest
 
 from duplex import commands as c
 from duplex import effects as fx
+from duplex.attach import MAX_DURATION, expired_error
 from duplex.errors import InvalidRequest
 from duplex.events import ServerEvent as E
 from duplex.events import item_text, to_beta
@@ -257,3 +258,35 @@ def test_calls_and_outputs_are_created_kept_and_heard() -> None:
     assert [type(e).__name__ for e in effects].count("ContextChanged") == 1  # heard, if empty
     assert item_text({"type": "function_call_output", "output": "17"}) == "17"
     assert to_beta({"type": E.ITEM_ADDED, "item": call})["type"] == "conversation.item.created"
+
+
+# -- transcription-only sessions and a session's end --------------------------------
+
+
+def test_a_transcription_session_transcribes_and_never_replies() -> None:
+    core = new_core(type="transcription")
+    assert core.config.transcribing_only and core.config.transcription == "default"
+    wire = core.session_object()
+    assert (wire["type"], wire["object"]) == ("transcription", "realtime.transcription_session")
+    assert "output_modalities" not in wire
+    core.audio_appended(600.0)
+    core.speech_started(0)
+    core.speech_stopped(600)
+    commits = [e for e in core.effects() if isinstance(e, fx.CommitAudio)]
+    assert [c_.respond for c_ in commits] == [False]  # VAD's create_response does not apply
+    error = refused(lambda: respond(core))
+    assert error.param == "type" and core.response is None
+    beta = SessionCore(Fence("s2", 1, 0, 0), beta=True)
+    beta.update_session(c.UpdateSession(None, {"type": "transcription",
+                                               "input_audio_transcription": None}))
+    updated = next(e.event for e in beta.effects() if isinstance(e, fx.Emit))
+    assert updated["type"] == "transcription_session.updated"
+    assert updated["session"]["input_audio_transcription"] == {"model": "default"}
+    assert updated["session"]["modalities"] == ["text"]
+
+
+def test_an_expired_session_is_told_in_openai_form() -> None:
+    lifetime = expired_error(MAX_DURATION, 3600.0)["error"]
+    assert (lifetime["code"], lifetime["type"]) == ("session_expired", "invalid_request_error")
+    assert lifetime["message"] == "Your session hit the maximum duration of 60 minutes."
+    assert "idle_ttl_expired" in expired_error("idle_ttl_expired", 3600.0)["error"]["message"]

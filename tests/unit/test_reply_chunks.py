@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.reply_chunks import reply_chunks
+from gateway.reply_chunks import reply_chunks, words
 
 RATE = 22050
 
@@ -27,3 +27,8 @@ def test_words_spread_over_the_chunks_in_order() -> None:
     assert len(chunks) == 5
     assert chunks == ["", " The", " capital", " is", " Paris. "]
     assert [t for _, t in reply_chunks(pcm[:100], RATE, "Hi.")] == ["Hi."]
+
+
+def test_text_streams_a_word_a_delta() -> None:
+    assert words(" The capital, Paris.\n") == [" The", " capital,", " Paris.\n"]
+    assert words("") == [""] and words("  ") == ["  "]
