@@ -86,5 +86,16 @@ class SaveConfig:
     pass
 
 
+@dataclass(frozen=True, slots=True)
+class IdleTimer:
+    """Start the idle timer ``token``: ``idle_ms`` after the reply's ``playback_ms``
+    of audio has played (``duplex.idle``); when it runs out, tell the core
+    (``SessionCore.idle_elapsed``). A newer timer replaces it."""
+
+    token: int
+    idle_ms: int
+    playback_ms: float
+
+
 PlanEffect = CommitAudio | DiscardAudio | StartResponse | AbortEpoch | ContextChanged
-Effect = Emit | PlanEffect | SaveItem | ForgetItem | SaveConfig
+Effect = Emit | PlanEffect | SaveItem | ForgetItem | SaveConfig | IdleTimer

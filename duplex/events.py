@@ -30,6 +30,7 @@ class ServerEvent(enum.StrEnum):
     SPEECH_STOPPED = "input_audio_buffer.speech_stopped"
     INPUT_COMMITTED = "input_audio_buffer.committed"
     INPUT_CLEARED = "input_audio_buffer.cleared"
+    INPUT_TIMEOUT = "input_audio_buffer.timeout_triggered"
     DTMF_RECEIVED = "input_audio_buffer.dtmf_event_received"
     ITEM_ADDED = "conversation.item.added"
     ITEM_DONE = "conversation.item.done"

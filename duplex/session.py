@@ -26,6 +26,7 @@ from duplex.conversation import ItemBudget
 from duplex.errors import InvalidRequest, SessionStateError
 from duplex.events import ServerEvent as E
 from duplex.fence import Fence, apply_cancel, is_current_epoch
+from duplex.idle import IdleWatch
 from duplex.items import ConversationItems
 from duplex.ledger import PlaybackLedger
 from duplex.response import Response
@@ -63,6 +64,8 @@ class SessionCore(ConversationItems):
     counter: int = 0
     budget: ItemBudget = field(default_factory=ItemBudget)  # I8: items and bytes
     can_call_tools: bool = True  # the model plugin can call tools
+    idle: IdleWatch = field(default_factory=IdleWatch)  # idle_timeout_ms (duplex.idle)
+    heard_ms: float = 0.0  # user audio appended in all (the input's timeline)
     _ledgers: OrderedDict[str, PlaybackLedger] = field(default_factory=OrderedDict)
     _input_ms: dict[str, float] = field(default_factory=dict)  # committed audio per item
     _effects: list[fx.Effect] = field(default_factory=list)
@@ -157,6 +160,7 @@ class SessionCore(ConversationItems):
     def audio_appended(self, duration_ms: float) -> None:
         self._require_open()
         self.input.ms += duration_ms
+        self.heard_ms += duration_ms
 
     def _input_item_id(self) -> str:
         if self.input.item_id is None:
@@ -168,6 +172,7 @@ class SessionCore(ConversationItems):
         if self.closed:
             return
         self.input.speech_start_ms = audio_ms
+        self.idle.disarm()
         self._emit(E.SPEECH_STARTED, audio_start_ms=audio_ms, item_id=self._input_item_id())
         td = self.config.turn_detection
         if self.response is not None and td is not None and td.interrupt_response:
@@ -274,6 +279,7 @@ class SessionCore(ConversationItems):
                             PlaybackLedger(rid, item_id),
                             self.config.tools if tools is None else tools)
         self.response = response
+        self.idle.disarm()
         self._turn(TurnEvent.RESPONSE_STARTED)
         self._emit(E.RESPONSE_CREATED, response=self._response_object(response))
         if not response.tools.callable:  # a reply that cannot call is one message
@@ -397,6 +403,21 @@ class SessionCore(ConversationItems):
             self.deferred_response = False
             nxt = self._open_response(None)
             self._effects.append(fx.StartResponse(nxt.fence, nxt.id, None))
+        elif (timer := self.idle.arm(self.config.turn_detection,
+                                     r.ledger.generated_ms if r.audio else 0.0)):
+            self._effects.append(timer)
+
+    def idle_elapsed(self, token: int) -> None:
+        """The idle timer ``token`` ran out: unless speech or a reply came since,
+        commit what the user (did not) say and answer it (OpenAI's idle timeout)."""
+        if self.closed or self.response is not None or not self.idle.fired(token):
+            return
+        td = self.config.turn_detection
+        assert td is not None and td.idle_timeout_ms is not None  # it armed the timer
+        end = int(self.heard_ms)
+        self._emit(E.INPUT_TIMEOUT, audio_start_ms=max(0, end - td.idle_timeout_ms),
+                   audio_end_ms=end, item_id=self._input_item_id())
+        self._commit(respond=not self.config.transcribing_only, by_vad=True)
 
     def _close_message(self, r: Response, status: str) -> None:
         common = r.common()
@@ -461,38 +482,3 @@ class SessionCore(ConversationItems):
     def history(self) -> list[ev.Event]:
         """The honest history's items (I6), oldest first, for model context."""
         return list(self.items.values())
-
-
-def apply_command(core: SessionCore, cmd: c.Command) -> bool:
-    """Route a conversation command to the core; False for transport commands
-    (ack, close, resume, audio append) that the runner owns."""
-    match cmd:
-        case c.UpdateSession():
-            core.update_session(cmd)
-        case c.CommitInput():
-            core.commit(cmd)
-        case c.ClearInput():
-            core.clear_input()
-        case c.CreateResponse():
-            core.create_response(cmd)
-        case c.CancelResponse():
-            core.cancel_response(cmd)
-        case c.ClearOutputAudio():
-            core.clear_output_audio()
-        case c.CreateItem():
-            core.create_item(cmd)
-        case c.RetrieveItem():
-            core.retrieve_item(cmd)
-        case c.DeleteItem():
-            core.delete_item(cmd)
-        case c.TruncateItem():
-            core.truncate_item(cmd)
-        case c.PlaybackAck():
-            core.playback_ack(cmd)
-        case c.Heartbeat():
-            core.heartbeat()
-        case c.DtmfReceived():
-            core.dtmf_received(cmd)
-        case _:
-            return False
-    return True

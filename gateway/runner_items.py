@@ -43,6 +43,13 @@ class ClientError:
 
 
 @dataclass(frozen=True, slots=True)
+class IdleElapsed:
+    """The core's idle timer ``token`` ran out (``duplex.idle``)."""
+
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
 class Close:
     reason: str
     terminal: ServerEvent = ServerEvent.SESSION_CLOSED

@@ -23,6 +23,7 @@ from duplex import attach as at
 from duplex import commands as c
 from duplex import effects as fx
 from duplex.close_codes import CloseCode
+from duplex.dispatch import apply_command
 from duplex.errors import (
     CapacityError,
     DuplexError,
@@ -32,7 +33,7 @@ from duplex.errors import (
 )
 from duplex.events import ServerEvent, event
 from duplex.fence import Fence, is_current_epoch
-from duplex.session import SessionCore, apply_command
+from duplex.session import SessionCore
 from duplex.store.base import EndState, SessionRecord, SessionStore
 from engines.base import StageOutput
 from gateway import runner_items as ri
@@ -44,6 +45,7 @@ from gateway.mailbox import Lane, Mailbox
 from gateway.metrics import Metrics
 from gateway.paced_audio import PacedAudio
 from gateway.reply_chunks import reply_chunks, words
+from gateway.session_timers import SessionTimers
 from gateway.user_audio import UserAudio
 from orchestrator.duplex import DuplexOrchestrator
 from plugins import base as pb
@@ -81,6 +83,7 @@ class SessionRunner:
         self.recovery: at.Recovery | None = None  # said in the next session.resumed
         self.record: SessionRecord | None = None  # as restored from Redis, if it was
         self.opened_at: float | None = None  # when the session opened (its lifetime's start)
+        self.timers = SessionTimers(self.mailbox)
         self.task: asyncio.Task[None] | None = None
         self.closed = asyncio.Event()
         self.on_closed: list[Any] = []
@@ -187,12 +190,8 @@ class SessionRunner:
     # -- the session's task group ---------------------------------------------------
 
     async def run(self) -> None:
-        lifetime = self.limits.max_session_s
-        ends = None
-        if lifetime and self.opened_at is not None:  # from the open, across takeovers
-            ends = asyncio.get_running_loop().call_later(
-                max(0.0, self.opened_at + lifetime - time.time()), self.request_expire,
-                at.MAX_DURATION)
+        self.timers.start_lifetime(self.opened_at, self.limits.max_session_s,
+                                   lambda: self.request_expire(at.MAX_DURATION))
         async with asyncio.TaskGroup() as tg:
             pacer = tg.create_task(self._paced.run(lambda item: self._put(Lane.MEDIA, item)),
                                    name=f"pace-{self.session_id}")
@@ -200,8 +199,7 @@ class SessionRunner:
                 await self._work()
             finally:
                 pacer.cancel()
-                if ends is not None:
-                    ends.cancel()
+                self.timers.cancel()
 
     async def _work(self) -> None:
         while not self.closed.is_set():
@@ -294,6 +292,8 @@ class SessionRunner:
                                        item.message)
             case ri.Delta():
                 self._feed_delta(item)
+            case ri.IdleElapsed():
+                self.core.idle_elapsed(item.token)
         await self._run_effects()
 
     def _feed_delta(self, item: ri.Delta) -> None:
@@ -321,6 +321,7 @@ class SessionRunner:
             first = self.core.response is not None and not self.core.response.ledger.marks
             if self.core.assistant_audio(fence, pybase64.b64encode_as_string(wire),
                                          1000.0 * len(pcm) / rate, text) and first:
+                self.timers.reply_audio()
                 seconds = self.clock.first_audio()
                 if seconds is not None:
                     self.metrics.first_audio.observe(seconds)
@@ -385,7 +386,10 @@ class SessionRunner:
                 if isinstance(effect, fx.StartResponse) or (
                         isinstance(effect, fx.CommitAudio) and effect.respond):
                     self.clock.start()
+                    self.timers.reply_started()
                 await self._submit(self.plan.effect(effect, self._view))
+            case fx.IdleTimer():
+                self.timers.start_idle(effect)
             case fx.AbortEpoch():
                 await self._abort_epoch(effect.cancelled)
                 if not self.core.closed:  # the new epoch starts where the plan says

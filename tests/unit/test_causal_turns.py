@@ -113,8 +113,8 @@ class Pipeline:
         self._run(self.plan.audio(pcm, self.view))
 
     def send(self, cmd: c.Command) -> None:
+        from duplex.dispatch import apply_command
         from duplex.errors import DuplexError
-        from duplex.session import apply_command
 
         try:
             apply_command(self.core, cmd)

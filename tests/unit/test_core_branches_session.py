@@ -17,10 +17,11 @@ import pytest
 
 from duplex import commands as c
 from duplex import effects as fx
+from duplex.dispatch import apply_command
 from duplex.errors import InvalidRequest, SessionStateError
 from duplex.events import ServerEvent as E
 from duplex.fence import Fence
-from duplex.session import KEEP_LEDGERS, SessionCore, apply_command
+from duplex.session import KEEP_LEDGERS, SessionCore
 from duplex.turns import TurnState
 from tests.effect_helpers import said
 

@@ -290,3 +290,58 @@ def test_an_expired_session_is_told_in_openai_form() -> None:
     assert (lifetime["code"], lifetime["type"]) == ("session_expired", "invalid_request_error")
     assert lifetime["message"] == "Your session hit the maximum duration of 60 minutes."
     assert "idle_ttl_expired" in expired_error("idle_ttl_expired", 3600.0)["error"]["message"]
+
+
+# -- idle_timeout_ms ------------------------------------------------------------------
+
+
+def idle_core(idle_ms: int | None = 800, **td: Any) -> SessionCore:
+    return new_core(turn_detection={"type": "server_vad", "idle_timeout_ms": idle_ms, **td})
+
+
+def finish_reply(core: SessionCore, audio_ms: float = 1200.0) -> list[fx.Effect]:
+    respond(core)
+    assert core.response is not None
+    fence = core.response.fence
+    core.assistant_audio(fence, "QUJD", audio_ms, "Hello there.")
+    core.response_end(fence)
+    return core.effects()
+
+
+def test_an_idle_timer_starts_when_a_reply_ends_and_its_timeout_answers() -> None:
+    core = idle_core()
+    timers = [e for e in finish_reply(core) if isinstance(e, fx.IdleTimer)]
+    assert timers == [fx.IdleTimer(core.idle.token, 800, 1200.0)]
+    core.audio_appended(2000.0)  # the caller stays silent
+    core.idle_elapsed(timers[0].token - 1)  # a stale timer does nothing
+    assert core.effects() == []
+    core.idle_elapsed(timers[0].token)
+    effects = core.effects()
+    assert names(effects)[:2] == [E.INPUT_TIMEOUT, E.INPUT_COMMITTED]
+    triggered = emitted(effects, E.INPUT_TIMEOUT)[0]
+    assert (triggered["audio_start_ms"], triggered["audio_end_ms"]) == (1200, 2000)
+    assert triggered["item_id"] == emitted(effects, E.INPUT_COMMITTED)[0]["item_id"]
+    commit = next(e for e in effects if isinstance(e, fx.CommitAudio))
+    assert commit.respond and core.response is not None  # the reply prompts the caller
+    core.idle_elapsed(timers[0].token)  # spent
+    assert core.effects() == []
+
+
+def test_speech_or_a_new_reply_makes_the_idle_timer_moot() -> None:
+    core = idle_core()
+    token = next(e for e in finish_reply(core) if isinstance(e, fx.IdleTimer)).token
+    core.speech_started(100)
+    core.effects()
+    core.idle_elapsed(token)
+    assert E.INPUT_TIMEOUT not in names(core.effects())
+    token = next(e for e in finish_reply(core) if isinstance(e, fx.IdleTimer)).token
+    respond(core)
+    core.idle_elapsed(token)
+    assert E.INPUT_TIMEOUT not in names(core.effects())
+    assert not [e for e in finish_reply(new_core()) if isinstance(e, fx.IdleTimer)]
+    semantic = new_core(turn_detection={"type": "semantic_vad"})
+    assert not [e for e in finish_reply(semantic) if isinstance(e, fx.IdleTimer)]
+    core.close("bye")
+    core.effects()
+    core.idle_elapsed(core.idle.token)
+    assert core.effects() == []

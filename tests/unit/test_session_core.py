@@ -10,10 +10,11 @@ import pytest
 from duplex import commands as c
 from duplex import effects as fx
 from duplex.config import TurnDetection
+from duplex.dispatch import apply_command
 from duplex.errors import DuplexError, InvalidRequest, SessionStateError
 from duplex.events import ServerEvent as E
 from duplex.fence import Fence
-from duplex.session import MIN_COMMIT_MS, SessionCore, apply_command
+from duplex.session import MIN_COMMIT_MS, SessionCore
 from duplex.turns import TurnState
 from tests.effect_helpers import said
 

@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 
 from duplex import commands as c
 from duplex import wire
+from duplex.dispatch import apply_command
 from duplex.errors import DuplexError, InvalidRequest
 from duplex.fence import Fence
-from duplex.session import SessionCore, apply_command
+from duplex.session import SessionCore
 
 LIMIT = 4 * 1024 * 1024
 CODES = {
