@@ -54,6 +54,9 @@ class CreateResponse(Command):
     out_of_band: bool  # conversation: "none"
     tools: tuple[Tool, ...] | None = None  # None: the session's
     tool_choice: ToolChoice | None = None  # None: the session's
+    # the reply's own context (inline items, item_references), in place of the
+    # conversation; None: the conversation
+    input: tuple[Mapping[str, Any], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,12 +210,17 @@ def _response_create(obj: Mapping[str, Any], eid: str | None) -> Command:
                              code="invalid_value", param="response.conversation")
     tools = opts.get("tools")
     choice = opts.get("tool_choice")
+    given = opts.get("input")
+    if given is not None and not isinstance(given, list):
+        raise f.wrong_type("response.input", "an array", given)
     return CreateResponse(
         eid, instructions, tuple(mods) if mods else None, metadata,
         out_of_band=conversation == "none",
         tools=None if tools is None else parse_tools(tools, "response.tools"),
         tool_choice=None if choice is None else parse_tool_choice(choice,
                                                                   "response.tool_choice"),
+        input=None if given is None else tuple(
+            f.obj(item, f"response.input[{i}]") for i, item in enumerate(given)),
     )
 
 

@@ -47,6 +47,9 @@ class StartResponse:
     response_id: str
     instructions: str | None
     tools: ToolSet | None = None  # None: the session's, as the context has them
+    # the reply's whole context in place of the conversation (response.input),
+    # conversation items as on the wire; None: the conversation
+    input: tuple[Event, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,39 +27,57 @@ if TYPE_CHECKING:
 ROOT = "root"  # OpenAI's previous_item_id for "first in the conversation" (LiveKit sends it)
 
 
-def _message(item: dict[str, Any]) -> None:
+Check = Callable[[dict[str, Any], str], None]  # an item, and where it is ("item")
+
+
+def _message(item: dict[str, Any], where: str) -> None:
     if item.get("role") not in ("user", "assistant", "system"):
-        raise InvalidRequest("item.role must be user, assistant or system",
-                             code="invalid_value", param="item.role")
+        raise InvalidRequest(f"{where}.role must be user, assistant or system",
+                             code="invalid_value", param=f"{where}.role")
     content = item.get("content")
     if not isinstance(content, list) or not all(isinstance(p, Mapping) for p in content):
-        raise InvalidRequest("item.content must be a list of content parts",
-                             code="invalid_value", param="item.content")
+        raise InvalidRequest(f"{where}.content must be a list of content parts",
+                             code="invalid_value", param=f"{where}.content")
 
 
-def _strings(*required: str, optional: tuple[str, ...] = ()) -> Callable[[dict[str, Any]], None]:
+def _strings(*required: str, optional: tuple[str, ...] = ()) -> Check:
     """A check that ``required`` are strings, ``optional`` strings when present
     (absent: ""), as OpenAI's item fields for tool calls are."""
 
-    def check(item: dict[str, Any]) -> None:
+    def check(item: dict[str, Any], where: str) -> None:
         for key in (*required, *optional):
             value = item.get(key)
             if value is None and key in optional:
                 item[key] = ""
             elif value is None:
-                raise InvalidRequest(f"Missing required parameter: 'item.{key}'.",
-                                     code="missing_required_parameter", param=f"item.{key}")
+                raise InvalidRequest(f"Missing required parameter: '{where}.{key}'.",
+                                     code="missing_required_parameter",
+                                     param=f"{where}.{key}")
             elif not isinstance(value, str):
-                raise f.wrong_type(f"item.{key}", "a string", value)
+                raise f.wrong_type(f"{where}.{key}", "a string", value)
     return check
 
 
 # what each item type must hold (a call's arguments are a JSON text, as OpenAI's)
-ITEM_FIELDS: Mapping[str, Callable[[dict[str, Any]], None]] = {
+ITEM_FIELDS: Mapping[str, Check] = {
     "message": _message,
     "function_call": _strings("call_id", "name", optional=("arguments",)),
     "function_call_output": _strings("call_id", "output"),
 }
+
+
+def checked_item(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """A copy of an item a client sent, its type and fields checked (``where``
+    names it in errors: ``item``, ``response.input[2]``)."""
+    item = dict(raw)
+    kind = item.get("type", "message")
+    if kind not in ITEM_FIELDS:
+        raise InvalidRequest(f"Invalid value: {kind!r}. Supported values are: 'message', "
+                             "'function_call' and 'function_call_output'.",
+                             code="invalid_value", param=f"{where}.type")
+    ITEM_FIELDS[kind](item, where)
+    item["type"] = kind
+    return item
 
 
 class ConversationItems:
@@ -79,13 +97,8 @@ class ConversationItems:
 
     def create_item(self, cmd: c.CreateItem) -> None:
         self._require_open()
-        item = dict(cmd.item)
-        kind = item.get("type", "message")
-        if kind not in ITEM_FIELDS:
-            raise InvalidRequest(f"Invalid value: {kind!r}. Supported values are: 'message', "
-                                 "'function_call' and 'function_call_output'.",
-                                 code="invalid_value", param="item.type")
-        ITEM_FIELDS[kind](item)
+        item = checked_item(cmd.item, "item")
+        kind = item["type"]
         item_id = item.get("id") or self._new_id("item")
         if not isinstance(item_id, str):
             raise InvalidRequest(f"Invalid type for 'item.id': expected a string, not "
@@ -115,6 +128,22 @@ class ConversationItems:
         after = previous if previous not in (None, ROOT) else self._before(item_id)
         self._emit(E.ITEM_ADDED, previous_item_id=after, item=item)
         self._emit(E.ITEM_DONE, previous_item_id=after, item=item)
+
+    def input_items(self, given: tuple[Mapping[str, Any], ...]) -> tuple[ev.Event, ...]:
+        """``response.input``: inline items checked, ``item_reference``s looked up
+        (copies: the reply's context, not the conversation's)."""
+        out: list[ev.Event] = []
+        for i, raw in enumerate(given):
+            where = f"response.input[{i}]"
+            if raw.get("type") != "item_reference":
+                out.append(checked_item(raw, where))
+                continue
+            ref = raw.get("id")
+            if not isinstance(ref, str) or ref not in self.items:
+                raise InvalidRequest(f"Error in item reference: the item with id {ref!r} does "
+                                     "not exist.", code="invalid_value", param=f"{where}.id")
+            out.append(dict(self.items[ref]))
+        return tuple(out)
 
     def _insert(self, item_id: str, item: ev.Event, previous: str | None) -> None:
         if previous is None:

@@ -64,6 +64,7 @@ class SessionCore(ConversationItems):
     counter: int = 0
     budget: ItemBudget = field(default_factory=ItemBudget)  # I8: items and bytes
     can_call_tools: bool = True  # the model plugin can call tools
+    answers_from_input: bool = True  # ... and answer from a response's own input
     idle: IdleWatch = field(default_factory=IdleWatch)  # idle_timeout_ms (duplex.idle)
     heard_ms: float = 0.0  # user audio appended in all (the input's timeline)
     _ledgers: OrderedDict[str, PlaybackLedger] = field(default_factory=OrderedDict)
@@ -262,10 +263,15 @@ class SessionCore(ConversationItems):
         if cmd.tools is not None:
             self._check_tools(cmd.tools, "response.tools")
         tools = response_toolset(self.config.tools, cmd.tools, cmd.tool_choice)
+        if cmd.input is not None and not self.answers_from_input:
+            raise InvalidRequest("This model cannot answer from a response's own input: the "
+                                 "gateway's model plugin replies from the conversation only.",
+                                 code="invalid_value", param="response.input")
+        given = None if cmd.input is None else self.input_items(cmd.input)
         response = self._open_response(cmd, tools)
         own = tools if cmd.tools is not None or cmd.tool_choice is not None else None
         self._effects.append(fx.StartResponse(response.fence, response.id, cmd.instructions,
-                                              own))
+                                              own, given))
 
     def _open_response(self, cmd: c.CreateResponse | None,
                        tools: ToolSet | None = None) -> Response:

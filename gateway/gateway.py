@@ -236,6 +236,7 @@ class Gateway:
     def _runner(self, record: SessionRecord, core: SessionCore, *, beta: bool) -> SessionRunner:
         assert self.plugin is not None and self.orchestrator is not None
         core.can_call_tools = self.plugin.capabilities.tools
+        core.answers_from_input = self.plugin.capabilities.response_input
         cfg = self.config
         journal = JournalLimits(cfg.journal_max_events, cfg.resume_replay_ttl_s,
                                 cfg.resume_replay_max_bytes)

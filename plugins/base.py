@@ -40,6 +40,9 @@ class Capabilities:
     # The model calls the session's tools (projects ``FunctionCall``s); a plugin
     # that cannot has ``tools`` refused with an error, never dropped.
     tools: bool = False
+    # It answers a ``response.create`` from the items in its ``input`` alone
+    # (``StartResponse.input``); one that cannot has ``input`` refused.
+    response_input: bool = False
 
 
 # -- the plan: how a session's conversation becomes stage submissions -------------

@@ -38,8 +38,8 @@ RATE = 24000
 class TonePlugin:
     def __init__(self) -> None:
         self.capabilities = Capabilities(
-            plugin_id="tone", input_rate=RATE, output_rate=RATE, unit_ms=100, tools=True
-        )
+            plugin_id="tone", input_rate=RATE, output_rate=RATE, unit_ms=100, tools=True,
+            response_input=True)
         self.status = PluginStatus()
         self._models: tuple[StageModel, ...] = (
             ListenModel(RATE), ThinkModel(), SpeakModel(RATE),

@@ -13,7 +13,15 @@ import numpy as np
 from duplex import effects as fx
 from duplex.fence import Fence
 from duplex.tools import NO_TOOLS, ToolSet
-from plugins.base import AudioUnit, Context, EndOfResponse, HistoryItem, Pcm, StageResult
+from plugins.base import (
+    AudioUnit,
+    Context,
+    EndOfResponse,
+    HistoryItem,
+    Pcm,
+    StageResult,
+    history_item,
+)
 from plugins.listen_think_speak import Relay, relay
 from plugins.tone import calls, reply
 from plugins.tone.levels import Framer, frame_len, frame_powers, mean_square, threshold_dbfs
@@ -111,7 +119,10 @@ class ThinkModel:
             instructions = state.instructions if payload.instructions is None \
                 else payload.instructions
             tools = state.tools if payload.tools is None else payload.tools
-            yield from _reply(state, payload.fence.turn_id, instructions, tools)
+            if payload.input is not None:  # its own context, not the conversation
+                yield from _reply_to(payload.fence.turn_id, payload.input, instructions, tools)
+            else:
+                yield from _reply(state, payload.fence.turn_id, instructions, tools)
         else:
             raise _unexpected("think", payload)
 
@@ -136,6 +147,21 @@ def _reply(state: ThinkState, turn_id: int, instructions: str,
     speech_ms = state.heard.speech_ms if state.heard else 0
     yield from _say(turn_id, reply.reply_words(turn_id, reply.word_count(speech_ms,
                                                                           instructions)))
+
+
+def _reply_to(turn_id: int, given: tuple[dict[str, object], ...], instructions: str,
+              tools: ToolSet) -> Iterator[StageResult]:
+    """A reply from ``response.input`` alone: as ``_reply``, but about the last
+    item with words ("about …") instead of counting."""
+    items = [h for h in map(history_item, given) if h is not None]
+    context = ThinkState(instructions, tuple(items), tools=tools)
+    if items and items[-1].kind == "function_call_output":
+        context.output = items[-1].text
+    spoken = [h.text for h in items if h.kind == "message" and h.text]
+    if context.output is None and calls.chosen_tool(tools, instructions) is None and spoken:
+        yield from _say(turn_id, ["about", *spoken[-1].split()])
+        return
+    yield from _reply(context, turn_id, instructions, tools)
 
 
 def _say(turn_id: int, words: list[str]) -> Iterator[StageResult]:

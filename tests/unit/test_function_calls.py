@@ -345,3 +345,31 @@ def test_speech_or_a_new_reply_makes_the_idle_timer_moot() -> None:
     core.effects()
     core.idle_elapsed(core.idle.token)
     assert core.effects() == []
+
+
+# -- response.input ---------------------------------------------------------------------
+
+
+def test_a_response_from_its_own_input() -> None:
+    core = new_core()
+    core.create_item(c.CreateItem(None, {"type": "message", "role": "user", "id": "kept",
+                                         "content": [{"type": "input_text", "text": "hi"}]},
+                                  None))
+    core.effects()
+    effects = respond(core, conversation="none", input=[
+        {"type": "item_reference", "id": "kept"},
+        {"type": "function_call_output", "call_id": "c9", "output": "17"}])
+    start = next(e for e in effects if isinstance(e, fx.StartResponse))
+    assert start.input is not None
+    assert [i["type"] for i in start.input] == ["message", "function_call_output"]
+    assert start.input[0] == core.items["kept"] and start.input[0] is not core.items["kept"]
+    core.cancel_response(c.CancelResponse(None, None))
+    core.effects()
+    error = refused(lambda: respond(core, input=[{"type": "item_reference"}]))
+    assert error.param == "response.input[0].id"
+    error = refused(lambda: respond(core, input=[{"type": "function_call", "name": "f"}]))
+    assert error.param == "response.input[0].call_id"
+    core.answers_from_input = False
+    error = refused(lambda: respond(core, input=[]))
+    assert error.param == "response.input" and core.response is None
+    assert next(e for e in respond(core) if isinstance(e, fx.StartResponse)).input is None
