@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 import pytest
-from tier import Drivers, said_turn, turn_of
+from tier import Drivers, rejected_events, said_turn, turn_of
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +69,11 @@ def test_a_text_message_gets_a_reply(report: dict[str, Any]) -> None:
 def test_an_error_reaches_the_sdks_error_event(report: dict[str, Any]) -> None:
     assert [e["code"] for e in report["errors"]] == ["item_retrieve_invalid_item_id"]
     assert said_turn(messages(report)[-1][2]) == 4  # and the session went on before it
+
+
+def test_every_server_event_it_got_parses_with_the_openai_types(
+        report: dict[str, Any]) -> None:
+    assert rejected_events(report, "ga") == []
 
 
 # -- tool(): the agent's function tool, called by the tone plugin (``call=get_weather``) --
@@ -129,3 +134,10 @@ def test_the_tools_output_goes_back_and_the_reply_uses_it(tools: dict[str, Any])
     assert function_call["arguments"] == call["arguments"]
     assert WEATHER in answer["content"][0]["transcript"]  # as history_updated had it last
     assert tools["errors"] == []
+
+
+def test_every_server_event_of_the_tool_call_parses_with_the_openai_types(
+        tools: dict[str, Any]) -> None:
+    assert {"response.function_call_arguments.done", "conversation.item.done"} <= {
+        e["type"] for e in tools["server_events"]}
+    assert rejected_events(tools, "ga") == []

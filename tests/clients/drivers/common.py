@@ -120,6 +120,24 @@ class Responses:
                 "transcript": r["text"]}
 
 
+def recording(conn: Any) -> list[dict[str, Any]]:
+    """The server events ``conn`` (an ``openai`` Realtime connection) receives, as they
+    came: its ``parse_event`` is wrapped, the SDK's path is otherwise untouched. An
+    audio delta's payload is cut to 8 characters (the types say only "a string")."""
+    raw: list[dict[str, Any]] = []
+    parse = conn.parse_event
+
+    def parse_event(data: str | bytes) -> Any:
+        event = json.loads(data)
+        if str(event.get("type", "")).endswith("audio.delta"):
+            event["delta"] = str(event.get("delta"))[:8]
+        raw.append(event)
+        return parse(data)
+
+    conn.parse_event = parse_event
+    return raw
+
+
 def run(body: Callable[[dict[str, Any]], Awaitable[None]], limit_s: float = 60.0) -> None:
     """Run ``body(report)``, print ``report`` as JSON (``failure`` when it raised), exit."""
     report: dict[str, Any] = {}

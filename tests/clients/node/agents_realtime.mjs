@@ -14,7 +14,7 @@
 
 import { OpenAIRealtimeWebSocket, RealtimeAgent, RealtimeSession, tool } from '@openai/agents-realtime';
 import { z } from 'zod';
-import { Inbox, Responses, frames, gateway, run, silence, tone } from './lib.mjs';
+import { Inbox, Responses, frames, gateway, run, serverEvents, silence, tone } from './lib.mjs';
 
 const INSTRUCTIONS = 'You are a helpful assistant. words=5';
 const TOOL_INSTRUCTIONS = 'Answer questions about the weather. call=get_weather';
@@ -123,6 +123,7 @@ async function tools(report) {
   report.wire = inbox.events.filter((e) => e.type?.includes('function_call')
                                     || e.item?.type?.startsWith('function_call'))
     .map((e) => ({ type: e.type, item_type: e.item?.type ?? null }));
+  report.server_events = serverEvents(inbox.events);
   session.close();
 }
 
@@ -178,6 +179,7 @@ async function conversation(report) {
 
   session.transport.sendEvent({ type: 'conversation.item.retrieve', item_id: 'item_none' });
   await inbox.until('#client-error');
+  report.server_events = serverEvents(inbox.events);
   session.close();
 }
 
