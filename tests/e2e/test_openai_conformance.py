@@ -226,11 +226,20 @@ def test_a_known_deviation_is_kept_apart_and_nothing_else_with_it() -> None:
     created = {"type": "session.created", "event_id": "event_1",
                "session": {"id": "sess_1", "object": "realtime.session",
                            "model": "duplex-gateway"}}
-    assert ("beta", "session.model") in KNOWN
+    assert ("beta", "session.created", "session.model") in KNOWN
     assert [path for path, _ in problems(created, "beta")] == ["session.model"]
     assert rejection(created, "beta") is None
+    assert rejection({**created, "type": "session.updated"}, "beta") is None
     created["session"]["voice"] = 7
     assert str(rejection(created, "beta")).startswith("session.voice.")
     checker = Conformance()
     assert checker.check([created], "beta") != []
     assert checker.known == {("beta", "session.created", "session.model")}
+
+
+def test_an_error_without_event_id_is_known_and_only_that() -> None:
+    refused = {"type": "error", "error": {"type": "invalid_request_error",
+                                          "code": "invalid_api_key", "message": "no"}}
+    assert [path for path, _ in problems(refused, "ga")] == ["event_id"]
+    assert rejection(refused, "ga") is None and rejection(refused, "beta") is None
+    assert rejection({**refused, "error": {"code": "x"}}, "ga") is not None  # no type
