@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tier import Drivers, said_turn, turn_of
+from tier import Drivers, rejected_events, said_turn, turn_of
 
 
 @pytest.fixture(scope="module")
@@ -51,3 +51,7 @@ def test_chat_ctx_mirrors_the_conversation(report: dict[str, Any]) -> None:
     roles = [h["role"] for h in report["history"]]
     assert roles == ["assistant"] + ["user", "assistant"] * 3
     assert report["history"][1]["text"] == "tone turn 2, 1000 ms of speech"
+
+
+def test_every_server_event_it_got_parses_with_the_openai_types(report: dict[str, Any]) -> None:
+    assert rejected_events(report, "ga") == []

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tier import Drivers, said_turn, turn_of
+from tier import Drivers, rejected_events, said_turn, turn_of
 
 
 @pytest.fixture(scope="module", params=["vad", "manual"])
@@ -50,3 +50,7 @@ def test_an_unknown_item_is_not_fatal(report: dict[str, Any]) -> None:
     assert "does not exist" in report["missing_item"]
     assert report["errors"] == []
     assert [h["role"] for h in report["history"]] == ["assistant"] + ["user", "assistant"] * 3
+
+
+def test_every_server_event_it_got_parses_with_the_openai_types(report: dict[str, Any]) -> None:
+    assert rejected_events(report, "ga") == []

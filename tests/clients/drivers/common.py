@@ -120,21 +120,27 @@ class Responses:
                 "transcript": r["text"]}
 
 
-def recording(conn: Any) -> list[dict[str, Any]]:
-    """The server events ``conn`` (an ``openai`` Realtime connection) receives, as they
-    came: its ``parse_event`` is wrapped, the SDK's path is otherwise untouched. An
-    audio delta's payload is cut to 8 characters (the types say only "a string")."""
+def as_sent(event: dict[str, Any]) -> dict[str, Any]:
+    """A server event for the test's check against the openai package's types, as it
+    came but for an audio delta's payload, cut to 8 characters (the types say only "a
+    string") to keep reports small."""
+    if str(event.get("type", "")).endswith("audio.delta"):
+        return {**event, "delta": str(event.get("delta"))[:8]}
+    return event
+
+
+def recording(owner: Any, name: str = "parse_event") -> list[dict[str, Any]]:
+    """The server events that ``owner.<name>`` (a client's function that turns a message
+    into its event object) parses, as they came (``as_sent``): the function is
+    wrapped, the client's path is otherwise untouched."""
     raw: list[dict[str, Any]] = []
-    parse = conn.parse_event
+    parse = getattr(owner, name)
 
     def parse_event(data: str | bytes) -> Any:
-        event = json.loads(data)
-        if str(event.get("type", "")).endswith("audio.delta"):
-            event["delta"] = str(event.get("delta"))[:8]
-        raw.append(event)
+        raw.append(as_sent(json.loads(data)))
         return parse(data)
 
-    conn.parse_event = parse_event
+    setattr(owner, name, parse_event)
     return raw
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from common import Inbox, Responses, frames, gateway, kind, run, silence, tone
+from common import Inbox, Responses, as_sent, frames, gateway, kind, run, silence, tone
 from livekit import rtc
 from livekit.plugins.openai.realtime import RealtimeModel
 
@@ -113,6 +113,7 @@ async def drive(report: dict[str, Any]) -> None:
         await barge_in(session, gens, inbox, report)
         report["history"] = [{"id": i.id, "role": i.role, "text": i.text_content}
                              for i in session.chat_ctx.items if i.type == "message"]
+        report["server_events"] = [as_sent(e) for e in inbox.events]  # the raw dicts
     finally:
         await session.aclose()
         await model.aclose()

@@ -16,7 +16,7 @@ import asyncio
 import sys
 from typing import Any
 
-from common import Inbox, Responses, frames, gateway, run, silence, tone
+from common import Inbox, Responses, frames, gateway, recording, run, silence, tone
 from pipecat.frames.frames import (
     BotStoppedSpeakingFrame,
     ErrorFrame,
@@ -133,6 +133,8 @@ async def interrupt(worker: PipelineWorker, llm: OpenAIRealtimeLLMService, down:
 
 async def drive(report: dict[str, Any]) -> None:
     up, down, items = Inbox(), Inbox(), []
+    # the service parses each message with events.parse_server_event
+    report["server_events"] = recording(events, "parse_server_event")
     llm = service()
 
     @llm.event_handler("on_conversation_item_created")
