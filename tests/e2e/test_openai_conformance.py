@@ -223,9 +223,9 @@ def test_only_the_gateways_own_events_are_exempt() -> None:
 
 
 def test_a_known_deviation_is_kept_apart_and_nothing_else_with_it() -> None:
-    created = {"type": "session.created", "event_id": "event_1",
-               "session": {"id": "sess_1", "object": "realtime.session",
-                           "model": "duplex-gateway"}}
+    created: dict[str, Any] = {"type": "session.created", "event_id": "event_1",
+                               "session": {"id": "sess_1", "object": "realtime.session",
+                                           "model": "duplex-gateway"}}
     assert ("beta", "session.created", "session.model") in KNOWN
     assert [path for path, _ in problems(created, "beta")] == ["session.model"]
     assert rejection(created, "beta") is None
