@@ -19,7 +19,7 @@ import pytest
 from envs import HERE, INSTALL_TIMEOUT_S, Installs
 from gateway_process import GatewayProcess, running_tone
 from pins import CLIENTS
-from tier import API_KEY, Drivers
+from tier import API_KEY, Drivers, conformance
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -30,6 +30,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         item.add_marker(pytest.mark.timeout(INSTALL_TIMEOUT_S + 120))
         if shutil.which("openssl") is None:  # no certificate, no wss://
             item.add_marker(pytest.mark.skip(reason="needs openssl"))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if conformance.accepted or conformance.rejected:
+        terminalreporter.section("client tier: server events against the openai package's types")
+        for line in conformance.summary():
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")

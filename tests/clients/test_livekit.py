@@ -19,7 +19,7 @@ import json
 from typing import Any
 
 import pytest
-from tier import Drivers, said_turn, turn_of
+from tier import Drivers, rejected_events, said_turn, turn_of
 
 
 @pytest.fixture(scope="module")
@@ -98,3 +98,7 @@ def test_a_restored_chat_ctx_with_a_call_is_taken_and_answered(
     assert report["restored_errors"] == []
     assert report["restored_chat_ctx"] == report["restore"]
     assert report["restored_reply"]["transcript"] == f"the tool said {WEATHER} "
+
+
+def test_every_server_event_it_got_parses_with_the_openai_types(report: dict[str, Any]) -> None:
+    assert rejected_events(report, "ga") == []

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tier import Drivers, said_turn, turn_of
+from tier import Drivers, rejected_events, said_turn, turn_of
 
 CASES = [pytest.param(k, m, id=f"{k}-{m}") for k in ("ws", "websocket") for m in ("vad", "manual")]
 
@@ -78,3 +78,7 @@ def test_history_events_tell_each_item(report: dict[str, Any]) -> None:
     assert done[:4] == [("user", "completed"), ("assistant", "completed"),
                         ("user", "completed"), ("assistant", "incomplete")]
     assert report["counts"]["input_audio_buffer.committed"] == turns
+
+
+def test_every_server_event_it_got_parses_with_the_openai_types(report: dict[str, Any]) -> None:
+    assert rejected_events(report, "ga") == []

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tier import Drivers, said_turn, turn_of
+from tier import Drivers, rejected_events, said_turn, turn_of
 
 
 @pytest.fixture(scope="module", params=["ga", "beta"])
@@ -51,3 +51,7 @@ def test_a_barge_in_is_cancelled_and_truncated(report: dict[str, Any]) -> None:
     assert cut["truncated"] == {"item_id": cut["item_id"], "audio_end_ms": cut["sent_ms"]}
     assert turn_of(cut) == 2 and turn_of(report["turn3"]) == 3
     assert [h["role"] for h in report["history"]] == ["user", "assistant"] * 3
+
+
+def test_every_server_event_it_got_parses_with_the_openai_types(report: dict[str, Any]) -> None:
+    assert rejected_events(report, report["dialect"]) == []

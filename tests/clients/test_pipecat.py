@@ -19,7 +19,7 @@ import json
 from typing import Any
 
 import pytest
-from tier import Drivers, said_turn, turn_of
+from tier import Drivers, rejected_events, said_turn, turn_of
 
 
 @pytest.fixture(scope="module", params=["vad", "manual"])
@@ -85,3 +85,7 @@ def test_the_result_is_sent_back_and_answered(tools_report: dict[str, Any]) -> N
     assert json.loads(call["tool_calls"][0]["function"]["arguments"]) == {"city": "tone"}
     assert (result["role"], result["tool_call_id"], result["content"]) == ("tool", call_id, sent)
     assert tools_report["errors"] == []
+
+
+def test_every_server_event_it_got_parses_with_the_openai_types(report: dict[str, Any]) -> None:
+    assert rejected_events(report, "ga") == []

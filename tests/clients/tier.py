@@ -13,12 +13,16 @@ from typing import Any
 import numpy as np
 from envs import HERE, NODE_DIR, Installs
 from gateway_process import GatewayProcess
+from openai_conformance import Conformance, Dialect
 
 from plugins.tone import decode_turn
 
 API_KEY = "client-tier-key"
 DRIVER_TIMEOUT_S = 90
 DRIVERS = HERE / "drivers"
+
+# what the drivers' server events made of the openai package's types, over the run
+conformance = Conformance()
 
 
 class Drivers:
@@ -71,3 +75,11 @@ def said_turn(transcript: str) -> int:
     assert words[:3] == ["answer", "to", "turn"], transcript
     return int(words[3].rstrip(":"))
 
+
+
+def rejected_events(report: dict[str, Any], dialect: Dialect) -> list[str]:
+    """The server events a driver received (its ``server_events``) that the official
+    ``openai`` package's Realtime types reject (``tests/openai_conformance.py``)."""
+    events = report["server_events"]
+    assert len({e["type"] for e in events}) >= 10, "the driver reported too few events"
+    return conformance.check(events, dialect)

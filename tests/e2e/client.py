@@ -12,6 +12,21 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 
 RATE = 24000
+BETA_SUBPROTOCOL = "openai-beta.realtime-v1"
+
+# every event any RealtimeClient received, with its dialect, until the conformance
+# check (conftest.py) takes them: ``received.clear()`` after each test
+received: list[tuple[str, dict[str, Any]]] = []
+
+
+def dialect_of(connect_kwargs: dict[str, Any]) -> str:
+    """``beta`` when the connection asks for OpenAI's beta protocol, as the gateway
+    reads it (the ``OpenAI-Beta: realtime=v1`` header or the beta subprotocol)."""
+    headers = connect_kwargs.get("additional_headers") or {}
+    items = headers.items() if isinstance(headers, dict) else headers
+    asked = any(k.lower() == "openai-beta" and "realtime=v1" in v for k, v in items)
+    return "beta" if asked or BETA_SUBPROTOCOL in (connect_kwargs.get("subprotocols")
+                                                   or ()) else "ga"
 
 
 def tone(seconds: float, freq: float = 440.0, amplitude: float = 0.3) -> np.ndarray:
@@ -28,13 +43,14 @@ def b64(pcm: np.ndarray) -> str:
 
 
 class RealtimeClient:
-    def __init__(self, ws: ClientConnection) -> None:
+    def __init__(self, ws: ClientConnection, dialect: str = "ga") -> None:
         self.ws = ws
+        self.dialect = dialect
         self.events: list[dict[str, Any]] = []
 
     @classmethod
     async def connect(cls, url: str, **kwargs: Any) -> RealtimeClient:
-        return cls(await websockets.connect(url, max_size=None, **kwargs))
+        return cls(await websockets.connect(url, max_size=None, **kwargs), dialect_of(kwargs))
 
     async def close(self) -> None:
         await self.ws.close()
@@ -60,6 +76,7 @@ class RealtimeClient:
     async def recv(self, timeout: float = 15.0) -> dict[str, Any]:
         event = json.loads(await asyncio.wait_for(self.ws.recv(), timeout))
         self.events.append(event)
+        received.append((self.dialect, event))
         return event
 
     async def until(self, type_: str, timeout: float = 15.0, **match: Any) -> dict[str, Any]:

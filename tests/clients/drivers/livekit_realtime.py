@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from common import Inbox, Responses, frames, gateway, kind, run, silence, tone
+from common import Inbox, Responses, as_sent, frames, gateway, kind, run, silence, tone
 from livekit import rtc
 from livekit.agents import llm
 from livekit.plugins.openai.realtime import RealtimeModel
@@ -205,6 +205,7 @@ async def drive(report: dict[str, Any]) -> None:
                              for i in session.chat_ctx.items if i.type == "message"]
         restore = await tool_call(session, gens, inbox, report)
         await reconnect(model, restore, report)
+        report["server_events"] = [as_sent(e) for e in inbox.events]  # the raw dicts
     finally:
         await session.aclose()
         await model.aclose()

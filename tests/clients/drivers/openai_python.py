@@ -15,7 +15,7 @@ import base64
 import sys
 from typing import Any
 
-from common import Inbox, Responses, audio_ms, frames, gateway, kind, run, silence, tone
+from common import Inbox, Responses, audio_ms, frames, gateway, kind, recording, run, silence, tone
 from openai import AsyncOpenAI
 
 DIALECT = sys.argv[1]
@@ -86,6 +86,7 @@ async def drive(report: dict[str, Any]) -> None:
     realtime = client.realtime if DIALECT == "ga" else client.beta.realtime
     inbox, responses = Inbox(), Responses()
     async with realtime.connect(model="duplex-gateway") as conn:
+        report["server_events"] = recording(conn)
         reader = asyncio.create_task(pump(conn, inbox, responses))
         created = await inbox.until("session.created")
         report["session_id"] = created.session.id

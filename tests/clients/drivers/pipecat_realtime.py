@@ -21,7 +21,7 @@ import asyncio
 import sys
 from typing import Any
 
-from common import Inbox, Responses, frames, gateway, run, silence, tone
+from common import Inbox, Responses, frames, gateway, recording, run, silence, tone
 from pipecat.adapters.schemas.function_schema import FunctionSchema
 from pipecat.adapters.schemas.tools_schema import ToolsSchema
 from pipecat.frames.frames import (
@@ -174,6 +174,8 @@ async def tool_turn(worker: PipelineWorker, context: LLMContext, calls: list[Any
 
 async def drive(report: dict[str, Any]) -> None:
     up, down, items, calls = Inbox(), Inbox(), [], []
+    # the service parses each message with events.parse_server_event
+    report["server_events"] = recording(events, "parse_server_event")
     llm = service()
     context = weather_context()
 

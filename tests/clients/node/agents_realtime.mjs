@@ -1,16 +1,24 @@
 // @openai/agents-realtime with its defaults: a RealtimeAgent in a RealtimeSession on
 // the WebSocket transport, pointed at the gateway by `url` (the only change a user makes).
 //
-//   node agents_realtime.mjs
+//   node agents_realtime.mjs [tools]
 //
 // A spoken turn, a barge-in while the agent answers (the SDK truncates what was not
 // heard), a text message and a bad request, reported as the SDK's user sees them: its
 // `audio`, `history_updated`, `audio_interrupted` and `error` events.
+//
+// `tools`: an agent with a `tool()` the tone plugin calls (`call=get_weather` in the
+// instructions) on a spoken turn; the SDK runs it, sends its output and asks for the
+// reply. Reported: what `execute` got, the session's `agent_tool_start`/`agent_tool_end`,
+// the call's transport events, and the history once the reply is done.
 
-import { OpenAIRealtimeWebSocket, RealtimeAgent, RealtimeSession } from '@openai/agents-realtime';
-import { Inbox, Responses, frames, gateway, run, silence, tone } from './lib.mjs';
+import { OpenAIRealtimeWebSocket, RealtimeAgent, RealtimeSession, tool } from '@openai/agents-realtime';
+import { z } from 'zod';
+import { Inbox, Responses, frames, gateway, run, serverEvents, silence, tone } from './lib.mjs';
 
 const INSTRUCTIONS = 'You are a helpful assistant. words=5';
+const TOOL_INSTRUCTIONS = 'Answer questions about the weather. call=get_weather';
+const WEATHER = 'seventeen degrees and cloudy';
 
 /** The SDK's history as plain data: role, status and what each item says. */
 function history(items) {
@@ -28,12 +36,12 @@ function speak(session, seconds) {
   }
 }
 
-function listen(session, inbox, responses, report) {
+function listen(session, inbox, responses, report, shape = history) {
   report.errors = [];
   report.interruptions = 0;
   session.on('transport_event', (event) => inbox.push(event));
   session.on('audio', (event) => responses.audio(event.responseId, event.data));
-  session.on('history_updated', (items) => { report.history = history(items); });
+  session.on('history_updated', (items) => { report.history = shape(items); });
   session.on('audio_interrupted', () => { report.interruptions += 1; });
   session.on('error', (event) => {
     const error = event.error?.error ?? {};
@@ -42,13 +50,88 @@ function listen(session, inbox, responses, report) {
   });
 }
 
+/** Every item of the SDK's history, function calls with their output included. */
+function fullHistory(items) {
+  return items.map((i) => (i.type === 'function_call'
+    ? { id: i.itemId, type: i.type, status: i.status, name: i.name, arguments: i.arguments,
+        output: i.output }
+    : { type: i.type, ...history([i])[0] }));
+}
+
 /** The reply to a turn: wait for it to finish, keep what the user got from it. */
 async function reply(inbox, responses) {
   const done = await inbox.until('response.done');
   return { ...responses.report(done.response.id), status: done.response.status };
 }
 
-await run(async (report) => {
+/** A tool the agent calls: `execute` notes what it was given and answers the same. */
+function weatherTool(report) {
+  report.executed = [];
+  return tool({
+    name: 'get_weather',
+    description: 'The weather in a city.',
+    parameters: z.object({ city: z.string(), unit: z.enum(['celsius', 'fahrenheit']) }),
+    execute: async (args) => {
+      report.executed.push(args);
+      return WEATHER;
+    },
+  });
+}
+
+async function tools(report) {
+  const { wss, apiKey } = gateway();
+  const inbox = new Inbox();
+  const responses = new Responses();
+  const agent = new RealtimeAgent({ name: 'Weather', instructions: TOOL_INSTRUCTIONS,
+                                    tools: [weatherTool(report)] });
+  const session = new RealtimeSession(agent, {
+    transport: new OpenAIRealtimeWebSocket({ url: `${wss}/realtime?model=duplex-gateway` }),
+  });
+  listen(session, inbox, responses, report, fullHistory);
+  report.tool_events = [];
+  session.on('agent_tool_start', (_context, _agent, used, details) => {
+    report.tool_events.push({ event: 'agent_tool_start', tool: used.name,
+                              call: toolCall(details.toolCall) });
+    inbox.push({ type: '#agent_tool_start' });
+  });
+  session.on('agent_tool_end', (_context, _agent, used, result, details) => {
+    report.tool_events.push({ event: 'agent_tool_end', tool: used.name, result,
+                              call: toolCall(details.toolCall) });
+    inbox.push({ type: '#agent_tool_end' });
+  });
+  await session.connect({ apiKey });
+  const updated = await inbox.until((e) => e.type === 'session.updated'
+                                    && e.session.instructions === TOOL_INSTRUCTIONS,
+                                    'instructions');
+  report.session = { tools: updated.session.tools, tool_choice: updated.session.tool_choice };
+
+  const turn = inbox.mark();
+  speak(session, 1.0);
+  const called = await inbox.until('response.done');
+  report.call = { status: called.response.status,
+                  output: called.response.output.map((o) => ({ type: o.type, name: o.name,
+                                                               call_id: o.call_id,
+                                                               arguments: o.arguments })) };
+  // the SDK runs the tool on the call's response.output_item.done, maybe before its
+  // response.done: look from the turn on, then for a response after the call's
+  inbox.rewind(turn);
+  await inbox.until('#agent_tool_end');
+  const done = await inbox.until((e) => e.type === 'response.done'
+                                 && e.response.id !== called.response.id, 'the reply');
+  report.reply = { ...responses.report(done.response.id), status: done.response.status };
+  // what went over the wire for the call, in order (the SDK's transport events)
+  report.wire = inbox.events.filter((e) => e.type?.includes('function_call')
+                                    || e.item?.type?.startsWith('function_call'))
+    .map((e) => ({ type: e.type, item_type: e.item?.type ?? null }));
+  report.server_events = serverEvents(inbox.events);
+  session.close();
+}
+
+function toolCall(call) {
+  return { call_id: call.callId, name: call.name, arguments: call.arguments };
+}
+
+async function conversation(report) {
   const { wss, apiKey } = gateway();
   const inbox = new Inbox();
   const responses = new Responses();
@@ -96,5 +179,8 @@ await run(async (report) => {
 
   session.transport.sendEvent({ type: 'conversation.item.retrieve', item_id: 'item_none' });
   await inbox.until('#client-error');
+  report.server_events = serverEvents(inbox.events);
   session.close();
-});
+}
+
+await run(process.argv[2] === 'tools' ? tools : conversation);

@@ -117,6 +117,17 @@ export class Responses {
   }
 }
 
+/**
+ * The server events among ``events`` (a driver's own markers start with `#`), as they
+ * came, for the test's check against the openai package's types; an audio delta's
+ * payload is cut to 8 characters (the types say only "a string") to keep reports small.
+ */
+export function serverEvents(events) {
+  return events.filter((e) => !e.type.startsWith('#')).map((e) => (
+    e.type.endsWith('audio.delta') && typeof e.delta === 'string'
+      ? { ...e, delta: e.delta.slice(0, 8) } : e));
+}
+
 /** Run ``body(report)``; print ``report`` as JSON (with ``failure`` if it threw) and exit. */
 export async function run(body, limitMs = 60000) {
   const report = {};
@@ -124,8 +135,9 @@ export async function run(body, limitMs = 60000) {
   function finish(error) {
     clearTimeout(limit);
     if (error) report.failure = String(error?.stack ?? error);
-    process.stdout.write(JSON.stringify(report) + '\n');
-    process.exit(error ? 1 : 0);
+    // a pipe's writes are asynchronous: exit once the whole report is out (over 64 KiB,
+    // exiting at once would cut it)
+    process.stdout.write(JSON.stringify(report) + '\n', () => process.exit(error ? 1 : 0));
   }
   try {
     await body(report);

@@ -11,7 +11,9 @@
 import OpenAI from 'openai';
 import { OpenAIRealtimeWS } from 'openai/realtime/ws';
 import { OpenAIRealtimeWebSocket } from 'openai/realtime/websocket';
-import { Inbox, Responses, audioMs, frames, gateway, run, silence, tone } from './lib.mjs';
+import {
+  Inbox, Responses, audioMs, frames, gateway, run, serverEvents, silence, tone,
+} from './lib.mjs';
 
 const [klass, mode] = process.argv.slice(2);
 
@@ -124,5 +126,6 @@ await run(async (report) => {
   report.counts = Object.fromEntries(['input_audio_buffer.speech_started',
     'input_audio_buffer.committed', 'response.created', 'response.done']
     .map((t) => [t, inbox.count(t)]));
+  report.server_events = serverEvents(inbox.events);
   rt.close();
 });
