@@ -61,12 +61,13 @@ _FORMAT_NAMES: Mapping[str, AudioFormat] = {
 }
 
 
+DEFAULT_MODEL = "duplex-gateway"
 SERVER_VAD = TurnDetection()  # the default: frozen, so one instance serves every config
 
 
 @dataclass(frozen=True, slots=True)
 class SessionConfig:
-    model: str = "duplex-gateway"
+    model: str = DEFAULT_MODEL
     instructions: str = ""
     output_modalities: tuple[str, ...] = ("audio",)
     input_format: AudioFormat = AudioFormat.PCM16
@@ -91,8 +92,11 @@ class SessionConfig:
         if self.transcribing_only:
             return self._transcription_wire(session_id, td, transcription, beta=beta)
         if beta:
+            # beta's session.model is one of OpenAI's names: the gateway's own
+            # default is left out (the field is optional), a client's choice echoed
+            model = {} if self.model == DEFAULT_MODEL else {"model": self.model}
             return {
-                "id": session_id, "object": "realtime.session", "model": self.model,
+                "id": session_id, "object": "realtime.session", **model,
                 "modalities": list(self.output_modalities) + (
                     ["text"] if "text" not in self.output_modalities else []),
                 "instructions": self.instructions, "voice": self.voice,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -62,6 +63,14 @@ class JournalLimits:
     max_events: int = 20000
     max_age_s: float = 60.0
     max_bytes: int = 8 * 1024 * 1024
+
+
+def unjournaled_error(error: DuplexError) -> Event:
+    """An ``error`` sent outside the session's journal (a refused socket, a command
+    after the end, the store down): it still has an ``event_id``, as every server
+    event of OpenAI's has, so a strict client takes it."""
+    return {"type": "error", "event_id": f"event_u{secrets.token_hex(8)}",
+            "error": error.to_wire()}
 
 
 def dumps(event: Event) -> str:
@@ -230,7 +239,7 @@ class Emitter:
     async def send_unjournaled(self, exc: DuplexError) -> None:
         """An error that is not journaled (the store is down, or the session ended)."""
         self.metrics.errors.labels(exc.code).inc()
-        await self.send(dumps({"type": "error", "error": exc.to_wire()}))
+        await self.send(dumps(unjournaled_error(exc)))
 
     async def send(self, text: str, kind: str = "") -> None:
         attachment = self.attachment

@@ -35,6 +35,7 @@ from duplex.close_codes import CloseCode, close_reason
 from duplex.errors import CapacityError, DuplexError, InvalidRequest, SessionStateError
 from gateway import owner_relay, sockets, ws_reads
 from gateway.auth import RESUME_REFUSAL_CODES, AccessPolicy, resume_refused
+from gateway.emitter import unjournaled_error
 from gateway.gateway import ResyncRequired
 from gateway.log_limits import LogLimiter
 from gateway.ws_reads import delivering, direct_reads
@@ -84,8 +85,7 @@ class WsAttachment:
 
 
 async def _refuse(ws: WebSocket, error: DuplexError, close_code: CloseCode) -> None:
-    await _send_and_close(ws, {"type": "error", "error": error.to_wire()}, close_code,
-                          error.message)
+    await _send_and_close(ws, unjournaled_error(error), close_code, error.message)
 
 
 async def _send_and_close(ws: WebSocket, message: dict[str, object], close_code: CloseCode,

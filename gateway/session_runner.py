@@ -38,7 +38,7 @@ from duplex.store.base import EndState, SessionRecord, SessionStore
 from engines.base import StageOutput
 from gateway import runner_items as ri
 from gateway import socket_changes
-from gateway.emitter import Attachment, Emitter, dumps
+from gateway.emitter import Attachment, Emitter, dumps, unjournaled_error
 from gateway.history_writes import HistoryWrites, Write
 from gateway.log_limits import LogLimiter
 from gateway.mailbox import Lane, Mailbox
@@ -514,7 +514,7 @@ class SessionRunner:
             error = DuplexError("the session failed on this server; resume it",
                                 code="internal_error")
             with contextlib.suppress(Exception):
-                await attachment.send_text(dumps({"type": "error", "error": error.to_wire()}))
+                await attachment.send_text(dumps(unjournaled_error(error)))
             await attachment.end(CloseCode.INTERNAL_ERROR, "session failed")
         if self.task is not None and self.task is not asyncio.current_task():
             self.task.cancel()

@@ -222,14 +222,16 @@ def test_only_the_gateways_own_events_are_exempt() -> None:
     assert all(kind.split(".")[0] in ("session", "playback") for kind in GATEWAY_EVENTS)
 
 
-def test_a_known_deviation_is_kept_apart_and_nothing_else_with_it() -> None:
+def test_a_known_deviation_is_kept_apart_and_nothing_else_with_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     created: dict[str, Any] = {"type": "session.created", "event_id": "event_1",
                                "session": {"id": "sess_1", "object": "realtime.session",
                                            "model": "duplex-gateway"}}
-    assert ("beta", "session.created", "session.model") in KNOWN
+    # beta's model is one of OpenAI's names: the gateway leaves its own out now
     assert [path for path, _ in problems(created, "beta")] == ["session.model"]
+    assert rejection(created, "beta") is not None
+    monkeypatch.setitem(KNOWN, ("beta", "session.created", "session.model"), "for the test")
     assert rejection(created, "beta") is None
-    assert rejection({**created, "type": "session.updated"}, "beta") is None
     created["session"]["voice"] = 7
     assert str(rejection(created, "beta")).startswith("session.voice.")
     checker = Conformance()
@@ -237,9 +239,9 @@ def test_a_known_deviation_is_kept_apart_and_nothing_else_with_it() -> None:
     assert checker.known == {("beta", "session.created", "session.model")}
 
 
-def test_an_error_without_event_id_is_known_and_only_that() -> None:
+def test_an_error_without_event_id_is_refused() -> None:
     refused = {"type": "error", "error": {"type": "invalid_request_error",
                                           "code": "invalid_api_key", "message": "no"}}
     assert [path for path, _ in problems(refused, "ga")] == ["event_id"]
-    assert rejection(refused, "ga") is None and rejection(refused, "beta") is None
-    assert rejection({**refused, "error": {"code": "x"}}, "ga") is not None  # no type
+    assert rejection(refused, "ga") is not None and rejection(refused, "beta") is not None
+    assert rejection({**refused, "event_id": "event_u1"}, "ga") is None
