@@ -49,12 +49,14 @@ class Gen:
     label: str
     text: str
     n: int
+    sampling: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
 class Guess:
     text: str
     n: int
+    sampling: dict[str, Any] | None = None
 
 
 WITHDRAW = object()
@@ -101,13 +103,14 @@ class EchoAdapter:
         match payload:
             case Ctx(text=text):
                 return PromptChunk(text)
-            case Gen(label=label, text=text, n=n):
-                return PromptChunk(text, generate=True, max_tokens=n, tag=label)
+            case Gen(label=label, text=text, n=n, sampling=sampling):
+                return PromptChunk(text, generate=True, max_tokens=n, tag=label,
+                                   sampling=sampling)
             case _ if payload is WITHDRAW:
                 return PromptChunk(speculative=True)
-            case Guess(text=text, n=n):
+            case Guess(text=text, n=n, sampling=sampling):
                 return PromptChunk(text, generate=True, max_tokens=n, tag="guess",
-                                   speculative=True)
+                                   speculative=True, sampling=sampling)
             case Canned(label=label):
                 return PromptChunk(f"canned {label}", emit=(StageResult(Piece(label, "", True)),))
             case Boom(where="plan"):
@@ -559,3 +562,42 @@ async def test_abort_during_a_guess_frees_the_slot(tiny: Tiny) -> None:
         await pieces(tiny, other, 1)
     assert tiny.router.pending(rid) == 0
     await tiny.engine.abort([o for o, _ in others])
+
+
+YES_NO = {"grammar": 'root ::= "yes" | "no"'}
+
+
+async def test_a_chunks_own_sampling_holds_its_generation(tiny: Tiny) -> None:
+    rid, fence = fresh()
+    await tiny.engine.submit_initial(rid, fence, Ctx(SYSTEM))
+    await tiny.engine.submit_update(rid, Gen("free", user("Tell me a story."), 12))
+    _, free = await reply_text(tiny, rid)
+    assert free.strip() not in ("yes", "no")
+    await tiny.engine.submit_update(rid, Gen("held", "<|im_end|>\n" + user("Tell me a story."),
+                                             12, YES_NO))
+    _, held = await reply_text(tiny, rid)
+    assert held in ("yes", "no"), held
+    await tiny.engine.abort([rid])
+
+
+async def test_a_guess_under_other_options_is_not_the_turns_reply(tiny: Tiny) -> None:
+    question = "Is the sky blue?"
+    before = dict(tiny.engine.guesses)
+    rid, fence = fresh()
+    await tiny.engine.submit_initial(rid, fence, Ctx(SYSTEM))
+    await tiny.engine.submit_update(rid, Guess(user(question), 12))  # no grammar
+    await until(lambda: tiny.engine.guesses["started"] > before.get("started", 0))
+    await tiny.engine.submit_update(rid, Gen("turn", user(question), 12, YES_NO))
+    labels, reply = await reply_text(tiny, rid)
+    assert labels == {"turn"} and reply in ("yes", "no"), reply
+    assert tiny.engine.guesses["adopted"] == before.get("adopted", 0)
+    assert tiny.engine.guesses["dropped"] == before.get("dropped", 0) + 1
+    # the same options: adopted
+    rid2, fence2 = fresh()
+    await tiny.engine.submit_initial(rid2, fence2, Ctx(SYSTEM))
+    await tiny.engine.submit_update(rid2, Guess(user(question), 12, YES_NO))
+    await until(lambda: tiny.engine.guesses["started"] > before.get("started", 0) + 1)
+    await tiny.engine.submit_update(rid2, Gen("turn", user(question), 12, YES_NO))
+    assert (await reply_text(tiny, rid2))[1] in ("yes", "no")
+    assert tiny.engine.guesses["adopted"] == before.get("adopted", 0) + 1
+    await tiny.engine.abort([rid, rid2])
