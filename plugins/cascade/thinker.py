@@ -78,6 +78,9 @@ DEFAULT_INSTRUCTIONS = ("You are a friendly voice assistant talking with a user.
                         "things) is about the user: call them 'you'.")
 NOT_HEARD = "Sorry, I didn't catch that."
 MAX_REPLY_TOKENS = 80
+# A reply that may call: a call cut short is no call, and arguments run longer
+# than a spoken sentence (get_weather's call is ≈25 tokens; words still end at EOS).
+MAX_CALL_REPLY_TOKENS = 160
 # vLLM: greedy decoding with a mild repetition penalty: a 135M model loops without it.
 SAMPLING: dict[str, Any] = {"temperature": 0.0, "repetition_penalty": 1.1}
 # llama.cpp (Qwen2.5 0.5B/1.5B): greedy; they do not loop on short replies.
@@ -260,9 +263,11 @@ class ThinkerAdapter:
         call, which a guess at this chunk then carries too, so it adopts)."""
         state.assistant_open = True
         tag = replace(tag, callable=tuple(t.name for t in tools.callable))
+        max_tokens = self.max_reply_tokens
+        if tag.callable:
+            max_tokens = max(max_tokens, MAX_CALL_REPLY_TOKENS)
         return PromptChunk(text + self.markup.opening("assistant"), generate=True,
-                           max_tokens=self.max_reply_tokens, tag=tag,
-                           sampling=tc.call_sampling(tools))
+                           max_tokens=max_tokens, tag=tag, sampling=tc.call_sampling(tools))
 
     def _prologue(self, state: ThinkerState, seq: int, instructions: str | None,
                   tools: ToolSet | None) -> str:
@@ -277,7 +282,7 @@ class ThinkerAdapter:
         conversation, while a new turn costs only its own tokens."""
         if not state.started:
             state.started = True
-            state.tools = tools or state.tools
+            state.tools = tools if tools is not None else state.tools
             state.instructions = (self.markup.scrub(instructions or "").strip()
                                   or self.default_instructions)
             system = tc.system_text(state.instructions, state.tools.tools)

@@ -116,17 +116,18 @@ def call_sampling(toolset: ToolSet | None) -> Mapping[str, Any] | None:
     """llama.cpp completion options for a reply under ``toolset``: under
     ``auto`` a lazy grammar, idle until the model starts a call; under
     ``required`` or a named tool a grammar the whole reply must match; None
-    when nothing is callable."""
-    if toolset is None or not toolset.callable:
+    without tools. Under ``none`` only the tags are kept, so a call the model
+    writes anyway is seen (and dropped), never spoken."""
+    if toolset is None or not toolset.tools:
         return None
+    # the tags are special tokens: without this llama.cpp drops them from the text
+    options: dict[str, Any] = {"preserved_tokens": [OPEN, CLOSE]}
+    if not toolset.callable:
+        return options
     lazy = not toolset.must_call
-    options: dict[str, Any] = {
-        "grammar": call_grammar([(t.name, t.parameters) for t in toolset.callable],
-                                max_calls=MAX_CALLS, bare=lazy),
-        "grammar_lazy": lazy,
-        # the tags are special tokens: without this llama.cpp drops them from the text
-        "preserved_tokens": [OPEN, CLOSE],
-    }
+    options["grammar"] = call_grammar([(t.name, t.parameters) for t in toolset.callable],
+                                      max_calls=MAX_CALLS, bare=lazy)
+    options["grammar_lazy"] = lazy
     if lazy:
         options["grammar_triggers"] = [{"type": _WORD_TRIGGER, "value": w} for w in _STARTS]
     return options

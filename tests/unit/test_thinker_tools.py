@@ -121,7 +121,9 @@ def test_the_grammar_follows_the_tool_choice() -> None:
     assert grammar_of(named).matches('<tool_call>{"name": "get_time", "arguments": '
                                      '{"zone": "UTC"}}</tool_call>')
     none = plan(a, s, _start(4, ToolSet(AUTO.tools, ToolChoice("none"))))
-    assert none.sampling is None and "do not call a function" in none.text
+    assert none.sampling is not None and "grammar" not in none.sampling
+    assert "do not call a function" in none.text
+    assert auto.max_tokens > none.max_tokens  # room for a call's arguments
     session_tools = plan(a, s, start(5))  # tools None: the session's
     assert session_tools.sampling == auto.sampling
 
