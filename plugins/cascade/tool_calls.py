@@ -9,12 +9,20 @@ parses calls out of a streamed reply (``CallParser``), and gives llama.cpp
 the completion options that hold a call to the tools' schemas
 (``call_sampling``).
 
-One change from the template's words: its text only *permits* calls, and
-Qwen2.5-Coder-1.5B, asked as a voice assistant, then often describes the call
-in words ("you can call get_weather with …") instead of making it; one
-sentence saying so (``_NUDGE``) turned that into calls in every case tried.
-That model also often writes a call as bare JSON without the tags, so a call
-may start with ``{"name"`` too (the grammar is triggered by both).
+Qwen2.5-Coder-1.5B, asked as a voice assistant, often describes a call in
+words ("to get the weather, you can call get_weather with …") instead of
+making it, and writes the calls it makes as bare JSON, never with the tags
+(``<tool_call>`` was not among its 40 likeliest first tokens). So: the
+format's text gets one sentence asking for calls (``_NUDGE``), a call may
+start with ``{"name"`` as well as ``<tool_call>`` (both trigger the grammar),
+and under ``auto`` the first token of a bare call, ``{"``, is favoured by
+``CALL_BIAS``. Measured on that model (greedy): for a question a tool answers,
+``{"`` came 0.0–0.2 nats below the top first token; for questions no tool
+answers, 1.7 or more below. With the bias, 6 of 6 tool questions (weather,
+time, a timer; two parameter styles) became valid calls and 6 of 6 others
+(facts, a joke, thanks, "how do I check the weather?") stayed words; without
+it, 1 or 2 of 4 weather questions were calls, depending on the schema's
+wording, and the rest were spoken descriptions of a call.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ _STARTS = (OPEN, BARE)
 _NUDGE = "Call a function whenever one can answer the user; never describe a call in words."
 NO_CALL = "Answer this in words: do not call a function now."
 MAX_CALLS = 4  # calls in one reply: a greedy model may repeat one otherwise
+CALL_BIAS = 1.0  # logit bias for '{"' under auto (see above); a mid-reply '{"' is rare
 # llama.cpp's "word" trigger type (common_grammar_trigger_type: token 0, word 1).
 _WORD_TRIGGER = 1
 
@@ -130,6 +139,7 @@ def call_sampling(toolset: ToolSet | None) -> Mapping[str, Any] | None:
     options["grammar_lazy"] = lazy
     if lazy:
         options["grammar_triggers"] = [{"type": _WORD_TRIGGER, "value": w} for w in _STARTS]
+        options["logit_bias"] = [['{"', CALL_BIAS]]  # a string: llama.cpp finds its tokens
     return options
 
 

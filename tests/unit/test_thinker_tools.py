@@ -111,9 +111,11 @@ def test_the_grammar_follows_the_tool_choice() -> None:
     auto = plan(a, s, UserTurn(1, "i1", "Weather in Paris?", True))
     assert auto.sampling is not None and auto.sampling["grammar_lazy"] is True
     assert {t["value"] for t in auto.sampling["grammar_triggers"]} >= {"<tool_call>"}
+    assert auto.sampling["logit_bias"]  # a call's first token favoured under auto only
     assert grammar_of(auto).matches(CALL)
     required = plan(a, s, _start(2, ToolSet(AUTO.tools, ToolChoice("required"))))
     assert required.sampling is not None and required.sampling["grammar_lazy"] is False
+    assert "logit_bias" not in required.sampling  # the grammar decides
     assert grammar_of(required).matches(CALL)
     assert not grammar_of(required).matches("It is sunny.")
     named = plan(a, s, _start(3, ToolSet(AUTO.tools, ToolChoice("function", "get_time"))))
