@@ -39,6 +39,10 @@ WEATHER = Tool("get_weather", "Get the current weather in a city.", {
                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
     "required": ["location", "unit"]})
 TOOLS = ToolSet((WEATHER,))
+# The same without a word on its parameters: without CALL_BIAS, the model
+# described this call in words instead of making it.
+TERSE = ToolSet((replace(WEATHER, parameters={**WEATHER.parameters, "properties": {
+    "location": {"type": "string"}, "unit": WEATHER.parameters["properties"]["unit"]}}),))
 
 
 @dataclass
@@ -109,7 +113,7 @@ def valid_weather_arguments(arguments: str) -> dict[str, str]:
 
 async def test_a_weather_question_calls_the_tool_and_its_answer_is_used(thinker: Thinker) -> None:
     chat = Chat(thinker)
-    await chat.open(Context(None, (), TOOLS))
+    await chat.open(Context(None, (), TERSE))
     asked = await chat.reply(UserTurn(1, "item_1", "What's the weather in Paris?", True))
     assert [c.name for c in asked.calls] == ["get_weather"], asked
     assert "paris" in valid_weather_arguments(asked.calls[0].arguments)["location"].lower()
