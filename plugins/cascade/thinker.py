@@ -10,10 +10,11 @@ context without its end-of-turn marker, so the adapter closes it itself.
 
 Payloads (what the session runner and the listener send):
 
-- ``Context(instructions, items)`` (first payload): the system prompt (the
-  instructions, or ``DEFAULT_INSTRUCTIONS``) and the history turns. Context only.
-  A later ``Context`` adds its instructions (when not None) as a system turn
-  and its items as turns.
+- ``Context(instructions, items, tools)`` (first payload): the system prompt
+  (the instructions, or ``DEFAULT_INSTRUCTIONS``, and the tools) and the
+  history turns (messages, calls, tool outputs). Context only. A later
+  ``Context`` adds its instructions (when not None) as a system turn, its
+  tools (when they changed) as another, and its items as turns.
 - ``UserTurn(text, respond)``: the user's turn; with ``respond`` the assistant
   turn is opened and a reply generated. An assistant turn the context still
   holds open is closed first with ``<|im_end|>\\n``: vLLM drops the last
@@ -30,9 +31,10 @@ Payloads (what the session runner and the listener send):
   ``warm`` draft (the user still speaking) is a guess that only prefills the
   turn's start and samples one token: never the reply, but the real turn
   then finds its first words in the cache.
-- ``duplex.effects.StartResponse(fence, response_id, instructions)``: open an
-  assistant turn and generate for ``fence.turn_id``; ``instructions`` (when
-  given) go in as a system turn just before.
+- ``duplex.effects.StartResponse(fence, response_id, instructions, tools)``:
+  open an assistant turn and generate for ``fence.turn_id``; ``instructions``
+  (when given) go in as a system turn just before, and so do ``tools`` that
+  differ from the session's (for this reply only).
 
 Output: the reply as ``Clause``es for the talker, cut at clause boundaries while
 it streams (``ClauseSplitter``), each ``StageResult(Clause, segment_finished=True,
