@@ -14,6 +14,7 @@ when right, dropped without a trace when wrong.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -601,3 +602,36 @@ async def test_a_guess_under_other_options_is_not_the_turns_reply(tiny: Tiny) ->
     assert (await reply_text(tiny, rid2))[1] in ("yes", "no")
     assert tiny.engine.guesses["adopted"] == before.get("adopted", 0) + 1
     await tiny.engine.abort([rid, rid2])
+
+
+async def test_llama_cpp_runs_the_call_grammars_the_cascade_writes(tiny: Tiny) -> None:
+    """A nested schema's call grammar (``plugins.cascade.grammar``) is one
+    llama.cpp takes, and what it generates under it is a sentence of it (read
+    back by ``gbnf_regex``) and a call whose arguments fit the schema."""
+    from gbnf_regex import GbnfRegex
+
+    from plugins.cascade.grammar import call_grammar
+    from plugins.cascade.tool_calls import CallParser
+
+    schema = {"type": "object", "properties": {
+        "days": {"type": "array", "items": {"type": "object", "properties": {
+            "day": {"type": "string", "enum": ["mon", "tue"]},
+            "hours": {"type": "array", "items": {"type": "integer"}}}, "required": ["day"]}},
+        "note": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+        "count": {"type": ["integer", "null"]}, "extra": {}, "ok": {"type": "boolean"}},
+        "required": ["days", "ok"]}
+    grammar = call_grammar([("plan_week", schema)], max_calls=1)
+    rid, fence = fresh()
+    await tiny.engine.submit_initial(rid, fence, Ctx(SYSTEM))
+    await tiny.engine.submit_update(rid, Gen("call", user("Plan my week as a tool call."), 200,
+                                             {"grammar": grammar}))
+    _, text = await reply_text(tiny, rid)
+    await tiny.engine.abort([rid])
+    assert GbnfRegex(grammar).matches(text), text
+    parser = CallParser()
+    assert parser.push(text) + parser.finish() == ""
+    [call] = parser.calls
+    args = json.loads(call.arguments)
+    assert call.name == "plan_week", call
+    assert isinstance(args["days"], list) and isinstance(args["ok"], bool), args
+    assert all(d["day"] in ("mon", "tue") for d in args["days"]), args
