@@ -48,6 +48,11 @@ _NEEDS: dict[str, tuple[str, ...]] = {
 _TYPES = ("string", "number", "integer", "boolean", "null", "object", "array")
 
 
+def _json(value: Any) -> str:
+    """JSON as a model writes it: non-ASCII as itself, not ``\\u`` escapes."""
+    return json.dumps(value, ensure_ascii=False)
+
+
 def literal(text: str) -> str:
     """``text`` as a GBNF string literal."""
     escaped = text.replace("\\", "\\\\").replace('"', '\\"')
@@ -87,9 +92,9 @@ class GrammarBuilder:
         if not isinstance(schema, Mapping):  # true, {} and the like: anything
             return self.primitive("value")
         if "const" in schema:
-            return literal(json.dumps(schema["const"]))
+            return literal(_json(schema["const"]))
         if isinstance(schema.get("enum"), list) and schema["enum"]:
-            return "(" + " | ".join(literal(json.dumps(v)) for v in schema["enum"]) + ")"
+            return "(" + " | ".join(literal(_json(v)) for v in schema["enum"]) + ")"
         for key in ("anyOf", "oneOf"):
             options = schema.get(key)
             if isinstance(options, list) and options:
@@ -138,7 +143,7 @@ class GrammarBuilder:
     def _pair(self, key: str, schema: Any, name: str) -> str:
         ws = self.primitive("ws")
         value = self.schema(schema, name)
-        return self.rule(f"{name}-kv", f'{literal(json.dumps(key))} {ws} ":" {ws} {value}')
+        return self.rule(f"{name}-kv", f'{literal(_json(key))} {ws} ":" {ws} {value}')
 
     def _members(self, pairs: Sequence[tuple[str, bool]], name: str) -> str:
         """The properties in order, an optional one skippable, commas only
@@ -186,9 +191,9 @@ def call_grammar(tools: Sequence[tuple[str, Any]], *, max_calls: int = 4,
     calls = []
     for i, (name, schema) in enumerate(tools):
         args = builder.schema(schema, f"args{i}")
-        head = f'"{{" {ws} {literal(json.dumps("name"))} {ws} ":" {ws} {literal(json.dumps(name))}'
+        head = f'"{{" {ws} {literal(_json("name"))} {ws} ":" {ws} {literal(_json(name))}'
         calls.append(builder.rule(
-            f"call{i}", f'{head} {ws} "," {ws} {literal(json.dumps("arguments"))} {ws} ":" '
+            f"call{i}", f'{head} {ws} "," {ws} {literal(_json("arguments"))} {ws} ":" '
                         f'{ws} {args} {ws} "}}"'))
     call = builder.rule("call", " | ".join(calls))
     tagged = builder.rule("tagged", f'"<tool_call>" {ws} {call} {ws} "</tool_call>"')

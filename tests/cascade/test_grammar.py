@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 from gbnf_regex import GbnfRegex
+from hypothesis import given
+from hypothesis import strategies as st
 
 from plugins.cascade.grammar import call_grammar, literal, schema_grammar
 
@@ -106,6 +108,11 @@ def test_const_and_enums_of_any_json() -> None:
         [True, True, True, True, False, False]
 
 
+def test_enums_take_non_ascii_as_written() -> None:
+    assert accepts({"enum": ["café", "naïve"]}, Raw('"café"'), Raw('"naïve"'),
+                   Raw('"cafe"')) == [True, True, False]
+
+
 def test_literals_escape_quotes_and_newlines() -> None:
     text = 'say "hi"\\\n'
     assert GbnfRegex(f"root ::= {literal(text)}").matches(text)
@@ -125,3 +132,26 @@ def test_a_call_names_one_of_the_tools_with_valid_arguments() -> None:
     assert not g.matches("Sure! " + tagged)
     bare = GbnfRegex(call_grammar([("get_weather", WEATHER)], bare=True))
     assert bare.matches(json.dumps(call)) and bare.matches(tagged)
+
+
+_NESTED = {"type": "object", "properties": {
+    "name": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}},
+    "size": {"type": "number"}, "meta": {"type": "object", "properties": {
+        "on": {"type": "boolean"}, "n": {"type": "integer"}}, "required": ["on"]}},
+    "required": ["name"]}
+_GRAMMAR = GbnfRegex(schema_grammar(_NESTED))
+
+
+@given(st.fixed_dictionaries(
+    {"name": st.text(max_size=12)},
+    optional={"tags": st.lists(st.text(max_size=5), max_size=3),
+              "size": st.floats(allow_nan=False, allow_infinity=False),
+              "meta": st.tuples(st.booleans(), st.none() | st.integers(-10**6, 10**6)).map(
+                  lambda m: {"on": m[0]} | ({} if m[1] is None else {"n": m[1]}))}),
+       st.sampled_from([(", ", ": "), (",", ":")]))
+def test_any_valid_instance_is_a_sentence(value: dict[str, Any],
+                                          separators: tuple[str, str]) -> None:
+    order = [k for k in _NESTED["properties"] if k in value]  # the schema's order
+    text = json.dumps({k: value[k] for k in order}, separators=separators,
+                      ensure_ascii=False)
+    assert _GRAMMAR.matches(text), text
