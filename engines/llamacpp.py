@@ -31,6 +31,9 @@ loop with ``call_soon_threadsafe``. Abort marks the running completion, whose
 next token callback stops it (llama.cpp then frees the slot); outputs of an
 aborted request are dropped on the caller's loop at once.
 
+A chunk's own ``sampling`` (``PromptChunk.sampling``, e.g. a tool call's
+``grammar``) is merged over the stage's for its completion.
+
 Guesses (``PromptChunk.speculative``): a request that is idle may run a guess
 at its next chunk as a completion of *context + guess* whose text is held,
 not given to ``on_text``, and which leaves the context as it was. The next
@@ -382,8 +385,11 @@ class LlamaCppEngine(ResumableEngine[_Session]):
     # -- worker threads: one completion each -------------------------------------------
 
     def _complete(self, session: _Session, flight: _Flight) -> None:
-        max_tokens = max(1, flight.chunk.max_tokens) if flight.chunk.generate else 0
-        sampling = self._sampling if flight.chunk.generate else DEFAULT_SAMPLING
+        chunk = flight.chunk
+        max_tokens = max(1, chunk.max_tokens) if chunk.generate else 0
+        sampling = DEFAULT_SAMPLING
+        if chunk.generate:  # the chunk's own options (a tool call's grammar) win
+            sampling = {**self._sampling, **chunk.sampling} if chunk.sampling else self._sampling
 
         def on_delta(delta: Delta) -> bool:
             if flight.cancelled:
@@ -503,6 +509,9 @@ class LlamaCppEngine(ResumableEngine[_Session]):
 
 
 def _adopts(chunk: PromptChunk, guess: _Flight) -> bool:
-    """``chunk`` is what ``guess`` guessed: it generates from the same text."""
+    """``chunk`` is what ``guess`` guessed: it generates from the same text
+    under the same options (a guess made without a turn's grammar is not that
+    turn's reply)."""
     return (chunk.generate and chunk.token_ids is None and not chunk.speculative
-            and chunk.text == guess.chunk.text and chunk.max_tokens == guess.chunk.max_tokens)
+            and chunk.text == guess.chunk.text and chunk.max_tokens == guess.chunk.max_tokens
+            and (chunk.sampling or None) == (guess.chunk.sampling or None))

@@ -19,7 +19,11 @@ vLLM's streaming-input rules, and what this engine does about them:
   final output, so every output is attributed to exactly one chunk (vLLM
   0.32's output collector would otherwise merge deltas across a chunk
   boundary under load);
-- stop strings are not allowed (EOS / ``max_tokens`` end a generation).
+- stop strings are not allowed (EOS / ``max_tokens`` end a generation);
+- a chunk's own ``sampling`` (``PromptChunk.sampling``: llama.cpp options such
+  as a tool call's grammar) is ignored: every chunk samples with the stage's
+  settings, so an adapter must cope with unconstrained text (the cascade's
+  thinker parses calls without a grammar too, and drops what does not parse).
 
 Context length: the engine counts the tokens the request holds. When the next
 chunk would not fit (``max_context_tokens``, default the model's

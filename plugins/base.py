@@ -299,6 +299,11 @@ class PromptChunk:
     guess, throws it away; so does an engine that is busy. A speculative chunk
     that does not generate withdraws the guess (stops it, if it runs). An
     engine may ignore guesses altogether (the vLLM engine does).
+
+    ``sampling``: completion options for this chunk's generation only, merged
+    over the stage's ``sampling`` (e.g. llama.cpp's ``grammar`` for a tool
+    call). Engine-specific: the llama.cpp engine merges them; the vLLM engine
+    ignores them. A guess is adopted only by a chunk with the same options.
     """
 
     text: str = ""
@@ -308,6 +313,7 @@ class PromptChunk:
     emit: tuple[StageResult, ...] = ()
     tag: Any = None
     speculative: bool = False
+    sampling: Mapping[str, Any] | None = None
 
 
 class ResumableAdapter(Protocol):

@@ -1,8 +1,9 @@
 """Payloads the cascade stages pass to each other (opaque to the orchestrator).
 
 Stage 0 → 1: ``UserTurn``, and ``Draft`` (a guess at the turn in progress);
-stage 1 → 2: ``Clause``; stage 2 output:
-``SpokenClause`` and, after the last clause of a reply, ``plugins.base.EndOfResponse``.
+stage 1 → 2: ``Clause`` and ``ToolCall``; stage 2 output: ``SpokenClause``,
+``ToolCall`` (passed through) and, after the last clause of a reply,
+``plugins.base.EndOfResponse``.
 """
 
 from __future__ import annotations
@@ -58,3 +59,16 @@ class SpokenClause:
     turn_id: int
     pcm: Pcm
     text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """Stage 1 → 2 → session: a call the reply makes (``arguments`` a JSON text).
+
+    It travels through the talker, behind the reply's spoken clauses and before
+    the clause marked ``last``, so the session gets the reply's words, then its
+    calls, then its end, in that order."""
+
+    turn_id: int
+    name: str
+    arguments: str

@@ -69,7 +69,8 @@ def _draft_pause_ms(value: str | None) -> int:
 class CascadePlugin:
     def __init__(self) -> None:
         self.capabilities = Capabilities(
-            plugin_id="cascade", input_rate=LISTEN_RATE, output_rate=SPEAK_RATE, unit_ms=100)
+            plugin_id="cascade", input_rate=LISTEN_RATE, output_rate=SPEAK_RATE, unit_ms=100,
+            tools=True)
         self._asr = WhisperAsr(os.environ.get("DUPLEX_GATEWAY_ASR_MODEL") or None)
         self._tts = PiperTts(os.environ.get("DUPLEX_GATEWAY_TTS_VOICE") or None)
         self._llm: LlmChoice | None = None  # read from the environment by load()

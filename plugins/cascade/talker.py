@@ -11,7 +11,8 @@ first audio of a clause comes after its first sentence is synthesised
 ``SpokenClause`` per piper sentence as soon as it is ready — the first carries
 the clause's text, any further ones carry "" (so the transcript is the
 clause's text exactly once, with its first audio) — then, after the clause
-marked ``last``, ``EndOfResponse(turn_id)``. A clause with words but no
+marked ``last``, ``EndOfResponse(turn_id)``. A ``ToolCall`` passes through
+as a visible output, in its place among the clauses. A clause with words but no
 speakable sound (punctuation only) yields its text with 20 ms of silence so
 the transcript stays whole; an empty or blank one yields no audio.
 """
@@ -29,7 +30,7 @@ import numpy as np
 
 from duplex.fence import Fence
 from plugins.base import EndOfResponse, Pcm, StageResult
-from plugins.cascade.payloads import Clause, SpokenClause
+from plugins.cascade.payloads import Clause, SpokenClause, ToolCall
 
 RATE = 22050  # the joe voice's sample rate
 VOLUME = 0.9  # piper normalises each sentence to full scale; leave headroom for resampling
@@ -134,6 +135,9 @@ class TalkerModel:
         return None  # each clause is spoken on its own
 
     def step(self, state: None, payload: object) -> Iterator[StageResult]:
+        if isinstance(payload, ToolCall):  # nothing to say: the session shows it
+            yield StageResult(payload, segment_finished=True, visible=True)
+            return
         if not isinstance(payload, Clause):
             raise TypeError(f"cascade talker cannot take {type(payload).__name__}")
         yield from self._speak(payload)

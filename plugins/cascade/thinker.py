@@ -10,10 +10,11 @@ context without its end-of-turn marker, so the adapter closes it itself.
 
 Payloads (what the session runner and the listener send):
 
-- ``Context(instructions, items)`` (first payload): the system prompt (the
-  instructions, or ``DEFAULT_INSTRUCTIONS``) and the history turns. Context only.
-  A later ``Context`` adds its instructions (when not None) as a system turn
-  and its items as turns.
+- ``Context(instructions, items, tools)`` (first payload): the system prompt
+  (the instructions, or ``DEFAULT_INSTRUCTIONS``, and the tools) and the
+  history turns (messages, calls, tool outputs). Context only. A later
+  ``Context`` adds its instructions (when not None) as a system turn, its
+  tools (when they changed) as another, and its items as turns.
 - ``UserTurn(text, respond)``: the user's turn; with ``respond`` the assistant
   turn is opened and a reply generated. An assistant turn the context still
   holds open is closed first with ``<|im_end|>\\n``: vLLM drops the last
@@ -30,15 +31,26 @@ Payloads (what the session runner and the listener send):
   ``warm`` draft (the user still speaking) is a guess that only prefills the
   turn's start and samples one token: never the reply, but the real turn
   then finds its first words in the cache.
-- ``duplex.effects.StartResponse(fence, response_id, instructions)``: open an
-  assistant turn and generate for ``fence.turn_id``; ``instructions`` (when
-  given) go in as a system turn just before.
+- ``duplex.effects.StartResponse(fence, response_id, instructions, tools)``:
+  open an assistant turn and generate for ``fence.turn_id``; ``instructions``
+  (when given) go in as a system turn just before, and so do ``tools`` that
+  differ from the session's (for this reply only).
 
 Output: the reply as ``Clause``es for the talker, cut at clause boundaries while
 it streams (``ClauseSplitter``), each ``StageResult(Clause, segment_finished=True,
 visible=False)``; the one that ends the reply has ``last=True`` (possibly
 empty). Markdown (bold, headings, bullets, backticks) is removed so TTS does
 not read it. The clause texts concatenated are the reply as spoken.
+
+Tools (``plugins.cascade.tool_calls``): the session's tools (``Context.tools``)
+are offered in Qwen2.5's format in the system prompt, or in a system turn where
+they change; a ``StartResponse`` with its own tools offers those for that
+reply. A reply that may call gets llama.cpp options (``PromptChunk.sampling``)
+holding a call to the tools' JSON Schemas. A call in the streamed reply is
+held, never spoken; at the reply's end each call goes out as a ``ToolCall``
+after the reply's words and before its ``last`` clause, and the assistant turn
+is kept as the model wrote it (words and ``<tool_call>`` blocks), so a later
+``function_call_output`` follows on. Words after a call are dropped.
 
 The plugin declares the stage (``plugins.cascade.llm``: a ``LlamaCppStage``
 with ``LLAMACPP_SAMPLING``, or a ``ResumableLlmStage`` with ``ENGINE_ARGS`` and
@@ -47,15 +59,18 @@ with ``LLAMACPP_SAMPLING``, or a ``ResumableLlmStage`` with ``ENGINE_ARGS`` and
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from duplex import effects as fx
 from duplex.fence import Fence
+from duplex.tools import NO_TOOLS, ToolSet
 from plugins.base import Context, PromptChunk, StageResult
-from plugins.cascade.payloads import Clause, Draft, UserTurn
+from plugins.cascade import tool_calls as tc
+from plugins.cascade.clauses import ClauseSplitter as ClauseSplitter  # re-exported: it lived here
+from plugins.cascade.clauses import clean_markdown as clean_markdown  # re-exported
+from plugins.cascade.payloads import Clause, Draft, ToolCall, UserTurn
 
 # The user's facts are said to belong to the user: a small model otherwise answers
 # "what is mine?" with the user's own name as its own.
@@ -65,6 +80,9 @@ DEFAULT_INSTRUCTIONS = ("You are a friendly voice assistant talking with a user.
                         "things) is about the user: call them 'you'.")
 NOT_HEARD = "Sorry, I didn't catch that."
 MAX_REPLY_TOKENS = 80
+# A reply that may call: a call cut short is no call, and arguments run longer
+# than a spoken sentence (get_weather's call is ≈25 tokens; words still end at EOS).
+MAX_CALL_REPLY_TOKENS = 160
 # vLLM: greedy decoding with a mild repetition penalty: a 135M model loops without it.
 SAMPLING: dict[str, Any] = {"temperature": 0.0, "repetition_penalty": 1.1}
 # llama.cpp (Qwen2.5 0.5B/1.5B): greedy; they do not loop on short replies.
@@ -110,119 +128,6 @@ class ChatMarkup:
 CHATML = ChatMarkup()
 
 
-# -- clauses -------------------------------------------------------------------------
-
-_ABBREVIATIONS = frozenset({"mr", "mrs", "ms", "dr", "st", "vs", "etc", "e.g", "i.e", "jr", "sr",
-                            "prof", "no", "approx"})
-_CLOSERS = "\"')]»”’"
-_LINE_MARKER = re.compile(r"^[ \t]*(?:#{1,6}[ \t]*|[-*+•][ \t]+|\d{1,3}[.)][ \t]+)")
-_INNER_LINE_MARKER = re.compile(r"\n[ \t]*(?:#{1,6}[ \t]*|[-*+•][ \t]+|\d{1,3}[.)][ \t]+)?")
-_EMPHASIS = re.compile(r"(?<!\w)[*_](?=\S)|(?<=\S)[*_](?!\w)")
-_LIST_NUMBER = re.compile(r"(?:^|\n)[ \t]*\d{1,3}$")
-
-
-def clean_markdown(text: str) -> str:
-    """Drop what TTS should not read: headings, bullets, list numbers, bold and
-    italic markers, backticks; newlines become spaces."""
-    text = _LINE_MARKER.sub("", text)
-    text = _INNER_LINE_MARKER.sub(" ", text)
-    text = text.replace("**", "").replace("__", "").replace("`", "")
-    text = _EMPHASIS.sub("", text)
-    return re.sub(r"\s+", " ", text)
-
-
-class ClauseSplitter:
-    """Cuts streamed text into speakable clauses as soon as each is complete.
-
-    A clause ends after ``. ? ! ; :`` followed by white space (so ``3.5``,
-    ``3:30`` and ``e.g.`` do not cut), after ``,`` once the clause has
-    ``min_comma_words`` words, at a line break, or at white space once it has
-    ``max_words``. The white space between clauses starts the next clause, so
-    the clauses concatenate to the (cleaned) text.
-
-    The first clause of a reply is cut sooner (``first_max_words``, and commas
-    after two words): the user waits for it, and a short clause is synthesised
-    in a fraction of the time; later clauses are spoken while the next is made.
-    """
-
-    def __init__(self, *, min_comma_words: int = 4, max_words: int = 24,
-                 first_max_words: int = 6, first_min_comma_words: int = 2) -> None:
-        self._min_comma_words = min_comma_words
-        self._max_words = max_words
-        self._first_max_words = first_max_words
-        self._first_min_comma_words = first_min_comma_words
-        self._buf = ""
-        self._spoken = False  # a clause went out: later ones keep their leading space
-
-    def push(self, delta: str) -> list[str]:
-        self._buf += delta
-        clauses: list[str] = []
-        while (cut := self._find_cut()) is not None:
-            raw, self._buf = self._buf[:cut], self._buf[cut:]
-            text = self._render(raw)
-            if text.strip():
-                clauses.append(text)
-        return clauses
-
-    def finish(self) -> str:
-        """The rest of the text (possibly ""), right-stripped; resets the splitter."""
-        text = self._render(self._buf).rstrip()
-        self._buf = ""
-        return text
-
-    def _render(self, raw: str) -> str:
-        text = clean_markdown(raw).strip()
-        if not text:
-            return ""
-        lead = " " if self._spoken and raw[:1].isspace() else ""
-        self._spoken = True
-        return lead + text
-
-    def _find_cut(self) -> int | None:
-        buf = self._buf
-        max_words = self._max_words if self._spoken else self._first_max_words
-        min_comma = self._min_comma_words if self._spoken else self._first_min_comma_words
-        words = 0
-        in_word = False
-        for i, ch in enumerate(buf):
-            if ch.isspace():
-                if in_word:
-                    words += 1
-                in_word = False
-                if ch == "\n" and buf[:i].strip():
-                    return i
-                if words >= max_words:
-                    return i
-                continue
-            in_word = True
-            if ch in ".?!;:":
-                end = i + 1
-                while end < len(buf) and buf[end] in _CLOSERS:
-                    end += 1
-                if end >= len(buf):
-                    return None  # need what follows to decide
-                if not buf[end].isspace():
-                    continue
-                if ch == "." and self._not_a_stop(buf[:i]):
-                    continue
-                if ch in ";:" or (ch in ".?!" and buf[:i].strip()):
-                    return end
-            elif ch == ",":
-                if i + 1 >= len(buf):
-                    return None
-                if buf[i + 1].isspace() and words + 1 >= min_comma:
-                    return i + 1
-        return None
-
-    @staticmethod
-    def _not_a_stop(before: str) -> bool:
-        """A '.' after an abbreviation or a list number does not end a clause."""
-        if _LIST_NUMBER.search(before):
-            return True
-        last = before.rsplit(None, 1)[-1].lower() if before.strip() else ""
-        return last.strip("(\"'") in _ABBREVIATIONS
-
-
 # -- the adapter ---------------------------------------------------------------------
 
 
@@ -230,6 +135,7 @@ class ClauseSplitter:
 class _Tag:
     seq: int  # the chunk's place in the request
     turn_id: int
+    callable: tuple[str, ...] = ()  # the tools this reply may call
 
 
 @dataclass(slots=True)
@@ -238,12 +144,14 @@ class _Message:
     text: str
     seq: int  # the chunk that put it in the context
     droppable: bool  # may go when the context is compacted
+    kind: str = "turn"  # "prompt" (the system prompt), "tools" (tools changed), "turn"
 
 
 @dataclass(slots=True)
 class _Reply:
     tag: _Tag
     splitter: ClauseSplitter
+    parser: tc.CallParser = field(default_factory=tc.CallParser)
     spoken: list[str] = field(default_factory=list)
 
 
@@ -257,6 +165,8 @@ class ThinkerState:
     next_seq: int = 0
     messages: list[_Message] = field(default_factory=list)
     reply: _Reply | None = None  # the generation being streamed
+    instructions: str = ""  # the system prompt's, without its tools
+    tools: ToolSet = NO_TOOLS  # the session's, as the context has them
 
 
 class ThinkerAdapter:
@@ -297,12 +207,8 @@ class ThinkerAdapter:
 
     def _context(self, state: ThinkerState, ctx: Context) -> PromptChunk:
         seq = self._seq(state)
-        parts = [self._prologue(state, seq, ctx.instructions)]
-        for item in ctx.items:
-            text = self.markup.scrub(item.text).strip()
-            if not text:
-                continue
-            role = item.role if item.role in ("user", "assistant", "system") else "user"
+        parts = [self._prologue(state, seq, ctx.instructions, ctx.tools)]
+        for role, text in tc.render_items(ctx.items, self.markup.scrub):
             parts.append(self._add(state, role, text, seq, droppable=True))
         return PromptChunk("".join(parts), tag=_Tag(seq, state.fence.turn_id))
 
@@ -312,7 +218,7 @@ class ThinkerAdapter:
             return None
         seq = self._seq(state)
         tag = _Tag(seq, turn.turn_id)
-        head = self._prologue(state, seq, None)
+        head = self._prologue(state, seq, None, None)
         if not text:  # respond to nothing: the fixed line, no model
             body = (self._add(state, "user", "", seq, droppable=False)
                     + self._add(state, "assistant", self.not_heard, seq, droppable=False))
@@ -321,7 +227,7 @@ class ThinkerAdapter:
         body = self._add(state, "user", text, seq, droppable=False)
         if not turn.respond:
             return PromptChunk(head + body, tag=tag)
-        return self._generating(state, head + body, tag)
+        return self._generating(state, head + body, tag, state.tools)
 
     def _draft(self, state: ThinkerState, draft: Draft) -> PromptChunk | None:
         """The guess: the reply ``UserTurn(draft.text, respond=True)`` would ask
@@ -332,7 +238,7 @@ class ThinkerAdapter:
             return PromptChunk(speculative=True)
         copy = replace(state, messages=list(state.messages))
         if draft.warm:
-            head = self._prologue(copy, self._seq(copy), None)
+            head = self._prologue(copy, self._seq(copy), None, None)
             return PromptChunk(head + self.markup.opening("user") + text, generate=True,
                                max_tokens=1, speculative=True)
         chunk = self._user_turn(copy, UserTurn(state.fence.turn_id, "", draft.text, True))
@@ -340,25 +246,49 @@ class ThinkerAdapter:
 
     def _respond(self, state: ThinkerState, respond: fx.StartResponse) -> PromptChunk:
         seq = self._seq(state)
-        head = self._prologue(state, seq, None)
+        head = self._prologue(state, seq, None, None)
         if respond.instructions:
             text = self.markup.scrub(respond.instructions).strip()
             if text:
                 head += self._add(state, "system", text, seq, droppable=False)
-        return self._generating(state, head, _Tag(seq, respond.fence.turn_id))
+        tools = state.tools if respond.tools is None else respond.tools
+        if tools.callable and tools.tools != state.tools.tools:
+            # this response's own tools: offered for it alone, in its own turn
+            head += self._add(state, "system", tc.tools_block(tools.tools), seq, droppable=True)
+        elif not tools.callable and state.tools.callable:
+            head += self._add(state, "system", tc.NO_CALL, seq, droppable=True)
+        return self._generating(state, head, _Tag(seq, respond.fence.turn_id), tools)
 
-    def _generating(self, state: ThinkerState, text: str, tag: _Tag) -> PromptChunk:
+    def _generating(self, state: ThinkerState, text: str, tag: _Tag,
+                    tools: ToolSet) -> PromptChunk:
+        """A reply; ``tools`` decides what it may call (and the grammar of a
+        call, which a guess at this chunk then carries too, so it adopts)."""
         state.assistant_open = True
+        tag = replace(tag, callable=tuple(t.name for t in tools.callable))
+        max_tokens = self.max_reply_tokens
+        if tag.callable:
+            max_tokens = max(max_tokens, MAX_CALL_REPLY_TOKENS)
         return PromptChunk(text + self.markup.opening("assistant"), generate=True,
-                           max_tokens=self.max_reply_tokens, tag=tag)
+                           max_tokens=max_tokens, tag=tag, sampling=tc.call_sampling(tools))
 
-    def _prologue(self, state: ThinkerState, seq: int, instructions: str | None) -> str:
+    def _prologue(self, state: ThinkerState, seq: int, instructions: str | None,
+                  tools: ToolSet | None) -> str:
         """What goes before a chunk's own turns: the system prompt (first chunk),
-        or the close of an assistant turn the context holds open."""
+        or the close of an assistant turn the context holds open and what a
+        later Context changed.
+
+        The tools are offered in the system prompt, as Qwen2.5's template does;
+        tools that change later go in a system turn of their own where they
+        change, not into the first turn: llama.cpp's prompt cache keeps a
+        prefix, so rewriting the first turn would re-prefill the whole
+        conversation, while a new turn costs only its own tokens."""
         if not state.started:
             state.started = True
-            system = self.markup.scrub(instructions or "").strip() or self.default_instructions
-            return self._add(state, "system", system, seq, droppable=False)
+            state.tools = tools if tools is not None else state.tools
+            state.instructions = (self.markup.scrub(instructions or "").strip()
+                                  or self.default_instructions)
+            system = tc.system_text(state.instructions, state.tools.tools)
+            return self._add(state, "system", system, seq, droppable=False, kind="prompt")
         head = ""
         if state.assistant_open:
             state.assistant_open = False
@@ -366,11 +296,16 @@ class ThinkerAdapter:
         text = self.markup.scrub(instructions or "").strip()
         if text:  # a later Context: its instructions as a system turn
             head += self._add(state, "system", text, seq, droppable=True)
+        if tools is not None:
+            if tools.tools != state.tools.tools:
+                head += self._add(state, "system", tc.tools_changed_text(tools.tools), seq,
+                                  droppable=True, kind="tools")
+            state.tools = tools
         return head
 
     def _add(self, state: ThinkerState, role: str, text: str, seq: int, *,
-             droppable: bool) -> str:
-        state.messages.append(_Message(role, text, seq, droppable))
+             droppable: bool, kind: str = "turn") -> str:
+        state.messages.append(_Message(role, text, seq, droppable, kind))
         return self.markup.turn(role, text)
 
     @staticmethod
@@ -387,15 +322,33 @@ class ThinkerAdapter:
         reply = state.reply
         if reply is None or reply.tag != tag:
             reply = state.reply = _Reply(tag, self._splitter())
-        texts = reply.splitter.push(delta)
+        texts = reply.splitter.push(reply.parser.push(delta))
+        if finished:
+            texts += reply.splitter.push(reply.parser.finish())
         results = [_clause_result(Clause(tag.turn_id, t, last=False)) for t in texts]
         reply.spoken.extend(texts)
         if finished:
-            rest = reply.splitter.finish()
-            reply.spoken.append(rest)
-            results.append(_clause_result(Clause(tag.turn_id, rest, last=True)))
-            self._record_reply(state, tag.seq, "".join(reply.spoken).strip())
+            results += self._end_reply(state, reply)
             state.reply = None
+        return results
+
+    def _end_reply(self, state: ThinkerState, reply: _Reply) -> list[StageResult]:
+        """The reply's last words, its calls (only of the tools it may call:
+        the session gets the words, then the calls, then the end, in order) and
+        its end; recorded in the context as the model wrote them."""
+        tag = reply.tag
+        rest = reply.splitter.finish()
+        reply.spoken.append(rest)
+        calls = [c for c in reply.parser.calls if c.name in tag.callable]
+        if not calls:
+            self._record_reply(state, tag.seq, "".join(reply.spoken).strip())
+            return [_clause_result(Clause(tag.turn_id, rest, last=True))]
+        results = [_clause_result(Clause(tag.turn_id, rest, last=False))] if rest else []
+        results += [_clause_result(ToolCall(tag.turn_id, c.name, c.arguments)) for c in calls]
+        results.append(_clause_result(Clause(tag.turn_id, "", last=True)))
+        said = "".join(reply.spoken).strip()
+        text = "\n".join([said] * bool(said) + [tc.call_text(c.name, c.arguments) for c in calls])
+        self._record_reply(state, tag.seq, text)
         return results
 
     @staticmethod
@@ -410,10 +363,13 @@ class ThinkerAdapter:
         """The conversation up to and including ``chunk``, oldest turns dropped
         until it fits ``budget`` tokens: first the user and assistant turns of
         earlier chunks, then later instructions (droppable system turns); the
-        system prompt and ``chunk``'s own turns always stay."""
+        system prompt and ``chunk``'s own turns always stay. The system prompt
+        offers the tools as they are now, so tools-changed turns go."""
         tag = chunk.tag
         assert isinstance(tag, _Tag)
-        kept = [m for m in state.messages if m.seq <= tag.seq]
+        prompt = tc.system_text(state.instructions, state.tools.tools)
+        kept = [replace(m, text=prompt) if m.kind == "prompt" else m
+                for m in state.messages if m.seq <= tag.seq and m.kind != "tools"]
         tail = self.markup.opening("assistant") if chunk.generate else ""
         while True:
             text = "".join(self.markup.turn(m.role, m.text) for m in kept) + tail
@@ -428,5 +384,5 @@ class ThinkerAdapter:
             del kept[victim]
 
 
-def _clause_result(clause: Clause) -> StageResult:
-    return StageResult(clause, segment_finished=True, visible=False)
+def _clause_result(payload: Clause | ToolCall) -> StageResult:
+    return StageResult(payload, segment_finished=True, visible=False)

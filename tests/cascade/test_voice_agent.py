@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import os
 import re
 import time
@@ -218,6 +219,46 @@ async def test_two_sessions_never_mix_turns(agent: GatewayProcess, voice: Any) -
         ids = {e.get("item_id") or e.get("response_id") for e in events} - {None}
         assert ids and all(sid[-12:] in i for i in ids)
     assert results[0][0] != results[1][0]
+
+
+WEATHER_TOOL = {
+    "type": "function", "name": "get_weather", "description": "Get the current weather in a city.",
+    "parameters": {"type": "object", "properties": {
+        "location": {"type": "string"},
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        "required": ["location", "unit"]},
+}
+
+
+async def test_the_agent_calls_a_tool_and_speaks_its_answer(agent: GatewayProcess) -> None:
+    """Typed turns: a weather question is a get_weather call (no speech), the
+    client's output of it is spoken back."""
+    c = await RealtimeClient.connect(agent.ws)
+    try:
+        await c.recv()
+        await c.send("session.update", session={"tools": [WEATHER_TOOL]})
+        await c.until("session.updated")
+        await c.send("conversation.item.create", item={
+            "type": "message", "role": "user",
+            "content": [{"type": "input_text", "text": "What's the weather in Paris?"}]})
+        await c.send("response.create")
+        done = (await c.until("response.done", timeout=90))["response"]
+        assert done["status"] == "completed", done
+        [call] = [i for i in done["output"] if i["type"] == "function_call"]
+        assert call["name"] == "get_weather"
+        assert "paris" in json.loads(call["arguments"])["location"].lower()
+        assert not [i for i in done["output"] if i["type"] == "message"]  # nothing said
+        await c.send("conversation.item.create", item={
+            "type": "function_call_output", "call_id": call["call_id"],
+            "output": json.dumps({"temperature_c": 17, "sky": "cloudy"})})
+        await c.send("response.create")
+        done = (await c.until("response.done", timeout=90))["response"]
+        text = done["output"][0]["content"][0]["transcript"]
+        assert "17" in text or "cloud" in text.lower(), text
+        assert len(reply_audio(c.events, done["id"])) > 24000 // 2
+        assert [e for e in c.events if e["type"] == "error"] == []
+    finally:
+        await c.close()
 
 
 def test_the_vllm_engine_serves_the_agent_too(tmp_path: Path, voice: Any) -> None:

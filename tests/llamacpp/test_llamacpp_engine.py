@@ -14,6 +14,7 @@ when right, dropped without a trace when wrong.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -49,12 +50,14 @@ class Gen:
     label: str
     text: str
     n: int
+    sampling: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
 class Guess:
     text: str
     n: int
+    sampling: dict[str, Any] | None = None
 
 
 WITHDRAW = object()
@@ -101,13 +104,14 @@ class EchoAdapter:
         match payload:
             case Ctx(text=text):
                 return PromptChunk(text)
-            case Gen(label=label, text=text, n=n):
-                return PromptChunk(text, generate=True, max_tokens=n, tag=label)
+            case Gen(label=label, text=text, n=n, sampling=sampling):
+                return PromptChunk(text, generate=True, max_tokens=n, tag=label,
+                                   sampling=sampling)
             case _ if payload is WITHDRAW:
                 return PromptChunk(speculative=True)
-            case Guess(text=text, n=n):
+            case Guess(text=text, n=n, sampling=sampling):
                 return PromptChunk(text, generate=True, max_tokens=n, tag="guess",
-                                   speculative=True)
+                                   speculative=True, sampling=sampling)
             case Canned(label=label):
                 return PromptChunk(f"canned {label}", emit=(StageResult(Piece(label, "", True)),))
             case Boom(where="plan"):
@@ -559,3 +563,75 @@ async def test_abort_during_a_guess_frees_the_slot(tiny: Tiny) -> None:
         await pieces(tiny, other, 1)
     assert tiny.router.pending(rid) == 0
     await tiny.engine.abort([o for o, _ in others])
+
+
+YES_NO = {"grammar": 'root ::= "yes" | "no"'}
+
+
+async def test_a_chunks_own_sampling_holds_its_generation(tiny: Tiny) -> None:
+    rid, fence = fresh()
+    await tiny.engine.submit_initial(rid, fence, Ctx(SYSTEM))
+    await tiny.engine.submit_update(rid, Gen("free", user("Tell me a story."), 12))
+    _, free = await reply_text(tiny, rid)
+    assert free.strip() not in ("yes", "no")
+    await tiny.engine.submit_update(rid, Gen("held", "<|im_end|>\n" + user("Tell me a story."),
+                                             12, YES_NO))
+    _, held = await reply_text(tiny, rid)
+    assert held in ("yes", "no"), held
+    await tiny.engine.abort([rid])
+
+
+async def test_a_guess_under_other_options_is_not_the_turns_reply(tiny: Tiny) -> None:
+    question = "Is the sky blue?"
+    before = dict(tiny.engine.guesses)
+    rid, fence = fresh()
+    await tiny.engine.submit_initial(rid, fence, Ctx(SYSTEM))
+    await tiny.engine.submit_update(rid, Guess(user(question), 12))  # no grammar
+    await until(lambda: tiny.engine.guesses["started"] > before.get("started", 0))
+    await tiny.engine.submit_update(rid, Gen("turn", user(question), 12, YES_NO))
+    labels, reply = await reply_text(tiny, rid)
+    assert labels == {"turn"} and reply in ("yes", "no"), reply
+    assert tiny.engine.guesses["adopted"] == before.get("adopted", 0)
+    assert tiny.engine.guesses["dropped"] == before.get("dropped", 0) + 1
+    # the same options: adopted
+    rid2, fence2 = fresh()
+    await tiny.engine.submit_initial(rid2, fence2, Ctx(SYSTEM))
+    await tiny.engine.submit_update(rid2, Guess(user(question), 12, YES_NO))
+    await until(lambda: tiny.engine.guesses["started"] > before.get("started", 0) + 1)
+    await tiny.engine.submit_update(rid2, Gen("turn", user(question), 12, YES_NO))
+    assert (await reply_text(tiny, rid2))[1] in ("yes", "no")
+    assert tiny.engine.guesses["adopted"] == before.get("adopted", 0) + 1
+    await tiny.engine.abort([rid, rid2])
+
+
+async def test_llama_cpp_runs_the_call_grammars_the_cascade_writes(tiny: Tiny) -> None:
+    """A nested schema's call grammar (``plugins.cascade.grammar``) is one
+    llama.cpp takes, and what it generates under it is a sentence of it (read
+    back by ``gbnf_regex``) and a call whose arguments fit the schema."""
+    from gbnf_regex import GbnfRegex
+
+    from plugins.cascade.grammar import call_grammar
+    from plugins.cascade.tool_calls import CallParser
+
+    schema = {"type": "object", "properties": {
+        "days": {"type": "array", "items": {"type": "object", "properties": {
+            "day": {"type": "string", "enum": ["mon", "tue"]},
+            "hours": {"type": "array", "items": {"type": "integer"}}}, "required": ["day"]}},
+        "note": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+        "count": {"type": ["integer", "null"]}, "extra": {}, "ok": {"type": "boolean"}},
+        "required": ["days", "ok"]}
+    grammar = call_grammar([("plan_week", schema)], max_calls=1)
+    rid, fence = fresh()
+    await tiny.engine.submit_initial(rid, fence, Ctx(SYSTEM))
+    await tiny.engine.submit_update(rid, Gen("call", user("Plan my week as a tool call."), 200,
+                                             {"grammar": grammar}))
+    _, text = await reply_text(tiny, rid)
+    await tiny.engine.abort([rid])
+    assert GbnfRegex(grammar).matches(text), text
+    parser = CallParser()
+    assert parser.push(text) + parser.finish() == ""
+    [call] = parser.calls
+    args = json.loads(call.arguments)
+    assert call.name == "plan_week", call
+    assert isinstance(args["days"], list) and isinstance(args["ok"], bool), args
+    assert all(d["day"] in ("mon", "tue") for d in args["days"]), args

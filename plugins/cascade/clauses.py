@@ -1,0 +1,118 @@
+"""The reply cut into speakable clauses as it streams, Markdown removed (the
+thinker's output for the talker; moved here from ``plugins.cascade.thinker``)."""
+
+from __future__ import annotations
+
+import re
+
+_ABBREVIATIONS = frozenset({"mr", "mrs", "ms", "dr", "st", "vs", "etc", "e.g", "i.e", "jr", "sr",
+                            "prof", "no", "approx"})
+_CLOSERS = "\"')]»”’"
+_LINE_MARKER = re.compile(r"^[ \t]*(?:#{1,6}[ \t]*|[-*+•][ \t]+|\d{1,3}[.)][ \t]+)")
+_INNER_LINE_MARKER = re.compile(r"\n[ \t]*(?:#{1,6}[ \t]*|[-*+•][ \t]+|\d{1,3}[.)][ \t]+)?")
+_EMPHASIS = re.compile(r"(?<!\w)[*_](?=\S)|(?<=\S)[*_](?!\w)")
+_LIST_NUMBER = re.compile(r"(?:^|\n)[ \t]*\d{1,3}$")
+
+
+def clean_markdown(text: str) -> str:
+    """Drop what TTS should not read: headings, bullets, list numbers, bold and
+    italic markers, backticks; newlines become spaces."""
+    text = _LINE_MARKER.sub("", text)
+    text = _INNER_LINE_MARKER.sub(" ", text)
+    text = text.replace("**", "").replace("__", "").replace("`", "")
+    text = _EMPHASIS.sub("", text)
+    return re.sub(r"\s+", " ", text)
+
+
+class ClauseSplitter:
+    """Cuts streamed text into speakable clauses as soon as each is complete.
+
+    A clause ends after ``. ? ! ; :`` followed by white space (so ``3.5``,
+    ``3:30`` and ``e.g.`` do not cut), after ``,`` once the clause has
+    ``min_comma_words`` words, at a line break, or at white space once it has
+    ``max_words``. The white space between clauses starts the next clause, so
+    the clauses concatenate to the (cleaned) text.
+
+    The first clause of a reply is cut sooner (``first_max_words``, and commas
+    after two words): the user waits for it, and a short clause is synthesised
+    in a fraction of the time; later clauses are spoken while the next is made.
+    """
+
+    def __init__(self, *, min_comma_words: int = 4, max_words: int = 24,
+                 first_max_words: int = 6, first_min_comma_words: int = 2) -> None:
+        self._min_comma_words = min_comma_words
+        self._max_words = max_words
+        self._first_max_words = first_max_words
+        self._first_min_comma_words = first_min_comma_words
+        self._buf = ""
+        self._spoken = False  # a clause went out: later ones keep their leading space
+
+    def push(self, delta: str) -> list[str]:
+        self._buf += delta
+        clauses: list[str] = []
+        while (cut := self._find_cut()) is not None:
+            raw, self._buf = self._buf[:cut], self._buf[cut:]
+            text = self._render(raw)
+            if text.strip():
+                clauses.append(text)
+        return clauses
+
+    def finish(self) -> str:
+        """The rest of the text (possibly ""), right-stripped; resets the splitter."""
+        text = self._render(self._buf).rstrip()
+        self._buf = ""
+        return text
+
+    def _render(self, raw: str) -> str:
+        text = clean_markdown(raw).strip()
+        if not text:
+            return ""
+        lead = " " if self._spoken and raw[:1].isspace() else ""
+        self._spoken = True
+        return lead + text
+
+    def _find_cut(self) -> int | None:
+        buf = self._buf
+        max_words = self._max_words if self._spoken else self._first_max_words
+        min_comma = self._min_comma_words if self._spoken else self._first_min_comma_words
+        words = 0
+        in_word = False
+        for i, ch in enumerate(buf):
+            if ch.isspace():
+                if in_word:
+                    words += 1
+                in_word = False
+                if ch == "\n" and buf[:i].strip():
+                    return i
+                if words >= max_words:
+                    return i
+                continue
+            in_word = True
+            if ch in ".?!;:":
+                end = i + 1
+                while end < len(buf) and buf[end] in _CLOSERS:
+                    end += 1
+                if end >= len(buf):
+                    return None  # need what follows to decide
+                if not buf[end].isspace():
+                    continue
+                if ch == "." and self._not_a_stop(buf[:i]):
+                    continue
+                if ch in ";:" or (ch in ".?!" and buf[:i].strip()):
+                    return end
+            elif ch == ",":
+                if i + 1 >= len(buf):
+                    return None
+                if buf[i + 1].isspace() and words + 1 >= min_comma:
+                    return i + 1
+        return None
+
+    @staticmethod
+    def _not_a_stop(before: str) -> bool:
+        """A '.' after an abbreviation or a list number does not end a clause."""
+        if _LIST_NUMBER.search(before):
+            return True
+        last = before.rsplit(None, 1)[-1].lower() if before.strip() else ""
+        return last.strip("(\"'") in _ABBREVIATIONS
+
+

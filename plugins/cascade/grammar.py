@@ -1,0 +1,203 @@
+"""JSON Schema → GBNF (llama.cpp's grammar format), for constrained tool calls.
+
+Sans-I/O: text in, text out. ``schema_grammar(schema)`` gives the rules of a
+grammar whose sentences are JSON texts that validate against ``schema``, for
+the part of JSON Schema that tool parameters use in practice: objects with
+``properties`` and ``required``, strings, numbers, integers, booleans,
+``null``, ``enum``/``const``, arrays of ``items``, nested objects, ``anyOf``/
+``oneOf`` and lists of types. Anything else (``$ref``, ``pattern``, formats,
+bounds) is not enforced: such a schema, or such a part of one, becomes any
+JSON value of its type (or any value at all), which the client's own
+validation still sees. Erring towards permissive keeps a call possible; a
+grammar that excludes a valid call would force an invalid one.
+
+Objects emit their properties in the schema's order (required and optional
+alike; an optional one may be left out) and take no others: the model has to
+write them in one order anyway, and the schema's is the one it reads.
+
+``CallGrammar`` wraps the argument grammars into the text of whole calls in
+the Qwen2.5/Hermes format (``<tool_call>{"name": ..., "arguments": ...}</tool_call>``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+# Bounded white space: an unbounded ``[ \t\n]*`` lets a greedy model pad forever.
+_PRIMITIVES: dict[str, str] = {
+    "ws": "[ \\t\\n]{0,3}",
+    "string": '"\\"" char* "\\""',
+    "char": '[^"\\\\\\x00-\\x1f] | "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F]{4})',
+    "integer": '"-"? ("0" | [1-9] [0-9]{0,17})',
+    "number": 'integer ("." [0-9]{1,17})? ([eE] [-+]? [0-9]{1,3})?',
+    "boolean": '"true" | "false"',
+    "null": '"null"',
+    "value": "object | array | string | number | boolean | null",
+    "object": '"{" ws (string ws ":" ws value (ws "," ws string ws ":" ws value)*)? ws "}"',
+    "array": '"[" ws (value (ws "," ws value)*)? ws "]"',
+}
+# What each primitive needs defined with it.
+_NEEDS: dict[str, tuple[str, ...]] = {
+    "string": ("char",), "number": ("integer",),
+    "value": ("object", "array", "string", "number", "boolean", "null"),
+    "object": ("ws", "string", "value"), "array": ("ws", "value"),
+}
+_TYPES = ("string", "number", "integer", "boolean", "null", "object", "array")
+
+
+def _json(value: Any) -> str:
+    """JSON as a model writes it: non-ASCII as itself, not ``\\u`` escapes."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def literal(text: str) -> str:
+    """``text`` as a GBNF string literal."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    escaped = escaped.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    return f'"{escaped}"'
+
+
+class GrammarBuilder:
+    """Collects rules; ``schema(s, name)`` returns an expression for ``s``."""
+
+    def __init__(self) -> None:
+        self.rules: dict[str, str] = {}
+
+    def primitive(self, name: str) -> str:
+        if name not in self.rules:
+            self.rules[name] = _PRIMITIVES[name]
+            for need in _NEEDS.get(name, ()):
+                self.primitive(need)
+        return name
+
+    def rule(self, hint: str, body: str) -> str:
+        """A new rule named after ``hint`` (made unique) for ``body``."""
+        base = re.sub(r"[^a-zA-Z0-9-]+", "-", hint).strip("-").lower() or "r"
+        name, n = base, 1
+        while name in self.rules or name in _PRIMITIVES:
+            n += 1
+            name = f"{base}-{n}"
+        self.rules[name] = body
+        return name
+
+    def render(self) -> str:
+        return "".join(f"{name} ::= {body}\n" for name, body in self.rules.items())
+
+    # -- schemas -----------------------------------------------------------------
+
+    def schema(self, schema: Any, name: str) -> str:
+        if not isinstance(schema, Mapping):  # true, {} and the like: anything
+            return self.primitive("value")
+        if "const" in schema:
+            return literal(_json(schema["const"]))
+        if isinstance(schema.get("enum"), list) and schema["enum"]:
+            return "(" + " | ".join(literal(_json(v)) for v in schema["enum"]) + ")"
+        for key in ("anyOf", "oneOf"):
+            options = schema.get(key)
+            if isinstance(options, list) and options:
+                parts = [self.schema(o, f"{name}-{i}") for i, o in enumerate(options)]
+                return "(" + " | ".join(parts) + ")"
+        kind = schema.get("type")
+        if isinstance(kind, list):
+            kinds = [k for k in kind if k in _TYPES]
+            if not kinds:
+                return self.primitive("value")
+            parts = [self._typed({**schema, "type": k}, k, f"{name}-{k}") for k in kinds]
+            return "(" + " | ".join(parts) + ")"
+        if kind is None:
+            kind = ("object" if "properties" in schema
+                    else "array" if "items" in schema else None)
+        if kind not in _TYPES:
+            return self.primitive("value")
+        return self._typed(schema, kind, name)
+
+    def _typed(self, schema: Mapping[str, Any], kind: str, name: str) -> str:
+        if kind == "object":
+            return self._object(schema, name)
+        if kind == "array":
+            return self._array(schema, name)
+        return self.primitive(kind)
+
+    def _array(self, schema: Mapping[str, Any], name: str) -> str:
+        items = schema.get("items")
+        if not isinstance(items, Mapping):
+            return self.primitive("array")
+        ws = self.primitive("ws")
+        item = self.schema(items, f"{name}-item")
+        return self.rule(name, f'"[" {ws} ({item} ({ws} "," {ws} {item})*)? {ws} "]"')
+
+    def _object(self, schema: Mapping[str, Any], name: str) -> str:
+        properties = schema.get("properties")
+        if not isinstance(properties, Mapping) or not properties:
+            return self.primitive("object")
+        required = schema.get("required")
+        needed = set(required) if isinstance(required, list) else set()
+        ws = self.primitive("ws")
+        pairs = [(self._pair(key, sub, f"{name}-{key}"), key in needed)
+                 for key, sub in properties.items()]
+        return self.rule(name, f'"{{" {ws} {self._members(pairs, name)} {ws} "}}"')
+
+    def _pair(self, key: str, schema: Any, name: str) -> str:
+        ws = self.primitive("ws")
+        value = self.schema(schema, name)
+        return self.rule(f"{name}-kv", f'{literal(_json(key))} {ws} ":" {ws} {value}')
+
+    def _members(self, pairs: Sequence[tuple[str, bool]], name: str) -> str:
+        """The properties in order, an optional one skippable, commas only
+        between the ones written. Built from the end: ``after`` is what may
+        follow property ``i - 1`` once something was written (each one with its
+        comma), ``some`` the non-empty lists that start at ``i`` or later."""
+        ws = self.primitive("ws")
+        after = ""
+        some = ""
+        for i in range(len(pairs) - 1, -1, -1):
+            pair, needed = pairs[i]
+            starts_here = f"{pair} {after}".strip()
+            if needed:  # every list from here on starts with it
+                some = self.rule(f"{name}-some{i}", starts_here)
+                if i:  # the first property is never after another
+                    after = self.rule(f"{name}-after{i}", f'{ws} "," {ws} {starts_here}')
+            else:
+                some = self.rule(f"{name}-some{i}",
+                                 f"{starts_here} | {some}" if some else starts_here)
+                if i:
+                    after = self.rule(f"{name}-after{i}",
+                                      f'({ws} "," {ws} {pair})? {after}'.strip())
+        if any(needed for _, needed in pairs):
+            return some
+        return f"({some})?"
+
+
+def schema_grammar(schema: Any, root: str = "root") -> str:
+    """A whole grammar (rules text) whose ``root`` is JSON valid under ``schema``."""
+    builder = GrammarBuilder()
+    expr = builder.schema(schema, f"{root}-value")
+    builder.rules = {root: expr, **builder.rules}
+    return builder.render()
+
+
+def call_grammar(tools: Sequence[tuple[str, Any]], *, max_calls: int = 4,
+                 bare: bool = False) -> str:
+    """A grammar of 1 to ``max_calls`` calls, each ``<tool_call>{"name": N,
+    "arguments": A}</tool_call>`` with N one of ``tools``' names (each given as
+    ``(name, parameters schema)``) and A valid under its schema. ``bare``: a
+    single call without the tags is a sentence too (a lazy grammar triggered by
+    ``{"name"``, which is how a small model often starts a call)."""
+    builder = GrammarBuilder()
+    ws = builder.primitive("ws")
+    calls = []
+    for i, (name, schema) in enumerate(tools):
+        args = builder.schema(schema, f"args{i}")
+        head = f'"{{" {ws} {literal(_json("name"))} {ws} ":" {ws} {literal(_json(name))}'
+        calls.append(builder.rule(
+            f"call{i}", f'{head} {ws} "," {ws} {literal(_json("arguments"))} {ws} ":" '
+                        f'{ws} {args} {ws} "}}"'))
+    call = builder.rule("call", " | ".join(calls))
+    tagged = builder.rule("tagged", f'"<tool_call>" {ws} {call} {ws} "</tool_call>"')
+    more = f" ({ws} {tagged}){{0,{max_calls - 1}}}" if max_calls > 1 else ""
+    root = f"{tagged}{more}" + (f" | {call}" if bare else "")
+    builder.rules = {"root": root, **builder.rules}
+    return builder.render()
