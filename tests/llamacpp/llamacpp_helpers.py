@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 
 import engine_router
+import pytest
 from engine_router import Router
 
 from engines.llamacpp import LlamaCppEngine, Prefill
+from plugins.base import LlamaCppStage
+from plugins.cascade.llm import LlmChoice
+from plugins.cascade.model_cache import ModelCacheError
+from plugins.cascade.thinker import ThinkerAdapter
 
 
 def prefills_of(engine: LlamaCppEngine, request_id: str) -> list[Prefill]:
@@ -18,3 +24,16 @@ def running(engine: LlamaCppEngine) -> contextlib.AbstractAsyncContextManager[Ro
     """``engine.run()`` as a task (ready on entry), its outputs routed; on exit
     the run is cancelled (which shuts the server down)."""
     return engine_router.running(engine)
+
+
+def default_stage(**overrides: int) -> LlamaCppStage:
+    """The default thinker's stage (the bundled model; skipped when it is not there)."""
+    choice = LlmChoice.from_env({})
+    assert choice.engine == "llamacpp"
+    try:
+        model = choice.prepare(print)
+    except ModelCacheError as exc:
+        pytest.skip(str(exc))
+    stage = choice.stage("think", ThinkerAdapter(), model)
+    assert isinstance(stage, LlamaCppStage)
+    return replace(stage, **overrides)

@@ -16,21 +16,18 @@ import itertools
 import re
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import pytest
 import pytest_asyncio
 from engine_router import reply_text
-from llamacpp_helpers import Router, running
+from llamacpp_helpers import Router, default_stage, running
 
 from duplex.fence import Fence
 from engines import build_engine
 from engines.llamacpp import LlamaCppEngine
-from plugins.base import Context, HistoryItem, LlamaCppStage
-from plugins.cascade.llm import LlmChoice
-from plugins.cascade.model_cache import ModelCacheError
+from plugins.base import Context, HistoryItem
 from plugins.cascade.payloads import UserTurn
-from plugins.cascade.thinker import ThinkerAdapter
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900),
               pytest.mark.asyncio(loop_scope="module")]
@@ -40,18 +37,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900),
 class Thinker:
     engine: LlamaCppEngine
     router: Router
-
-
-def default_stage(**overrides: int) -> LlamaCppStage:
-    choice = LlmChoice.from_env({})
-    assert choice.engine == "llamacpp"
-    try:
-        model = choice.prepare(print)
-    except ModelCacheError as exc:
-        pytest.skip(str(exc))
-    stage = choice.stage("think", ThinkerAdapter(), model)
-    assert isinstance(stage, LlamaCppStage)
-    return replace(stage, **overrides)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

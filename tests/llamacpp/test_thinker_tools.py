@@ -17,18 +17,15 @@ from dataclasses import dataclass, replace
 
 import pytest
 import pytest_asyncio
-from llamacpp_helpers import Router, running
+from llamacpp_helpers import Router, default_stage, running
 
 from duplex import effects as fx
 from duplex.fence import Fence
 from duplex.tools import Tool, ToolChoice, ToolSet
 from engines import build_engine
 from engines.llamacpp import LlamaCppEngine
-from plugins.base import Context, HistoryItem, LlamaCppStage
-from plugins.cascade.llm import LlmChoice
-from plugins.cascade.model_cache import ModelCacheError
+from plugins.base import Context, HistoryItem
 from plugins.cascade.payloads import Clause, ToolCall, UserTurn
-from plugins.cascade.thinker import ThinkerAdapter
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900),
               pytest.mark.asyncio(loop_scope="module")]
@@ -53,14 +50,7 @@ class Thinker:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def thinker() -> AsyncIterator[Thinker]:
-    choice = LlmChoice.from_env({})
-    try:
-        model = choice.prepare(print)
-    except ModelCacheError as exc:
-        pytest.skip(str(exc))
-    stage = choice.stage("think", ThinkerAdapter(), model)
-    assert isinstance(stage, LlamaCppStage)
-    engine = build_engine(1, replace(stage, parallel=1))
+    engine = build_engine(1, default_stage(parallel=1))
     assert isinstance(engine, LlamaCppEngine)
     async with running(engine) as router:
         yield Thinker(engine, router)
