@@ -26,6 +26,7 @@ from fault_helpers import (
     resume,
     seqs,
     start,
+    transcript_of,
     turn_completes,
 )
 from redis_server import RedisServer
@@ -199,4 +200,42 @@ async def test_the_negotiated_audio_format_survives_a_takeover(
               and m.event["response_id"] == done["response"]["id"]]
     pcm = ulaw_decode(np.frombuffer(b"".join(deltas), dtype=np.uint8))
     assert decode_turn(pcm[:1600], 8000) == 1  # μ-law at 8 kHz out, answering turn 1
+    await r.close()
+
+
+async def test_a_function_call_survives_a_takeover(redis_server: RedisServer,
+                                                   gateways: GatewayFactory) -> None:
+    """The call, the session's tools and tool choice live in Redis: after the
+    gateway that made the call dies, the client resumes on another, answers the
+    call there, and the reply uses the answer."""
+    flags = ("--redis-url", redis_server.url, "--reaper-interval-s", REAPER)
+    a = gateways(*flags).start()
+    s = await Stream.open(a.ws)
+    await s.until_type("session.created")
+    created = s.messages[0].event
+    tool = {"type": "function", "name": "get_time", "parameters": {"type": "object"}}
+    await s.send("session.update", session={"tools": [tool], "tool_choice": "required"})
+    await s.until_type("session.updated")
+    await s.send("response.create")
+    i = await s.until_type("response.done")
+    call = s.messages[i].event["response"]["output"][0]
+    assert (call["type"], call["name"]) == ("function_call", "get_time")
+    a.kill()
+    await s.wait_closed()
+
+    b = await start(gateways(*flags))
+    r, j, resumed = await resume(b.ws, created["session"]["id"], created["resume_token"],
+                                 max(seqs(s.messages)))
+    assert resumed["recovered"] is True and resumed["lost_response_id"] is None
+    await r.send("conversation.item.retrieve", item_id=call["id"])
+    k = await r.until_type("conversation.item.retrieved", start=j)
+    assert r.messages[k].event["item"]["call_id"] == call["call_id"]
+    await r.send("conversation.item.create", item={
+        "type": "function_call_output", "call_id": call["call_id"], "output": "noon"})
+    await r.send("response.create", response={"tool_choice": "auto"})
+    k = await r.until_type("response.done", start=k)
+    assert transcript_of(r.messages[k].event) == "the tool said noon "
+    await r.send("session.update", session={})  # the tools came back with the session
+    k = await r.until_type("session.updated", start=k)
+    assert r.messages[k].event["session"]["tool_choice"] == "required"
     await r.close()
