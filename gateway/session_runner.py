@@ -17,8 +17,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import pybase64
-
 from duplex import attach as at
 from duplex import commands as c
 from duplex import effects as fx
@@ -44,7 +42,7 @@ from gateway.log_limits import LogLimiter
 from gateway.mailbox import Lane, Mailbox
 from gateway.metrics import Metrics
 from gateway.paced_audio import PacedAudio
-from gateway.reply_chunks import reply_chunks, words
+from gateway.reply_feed import ReplyFeed
 from gateway.session_timers import SessionTimers
 from gateway.user_audio import UserAudio
 from orchestrator.duplex import DuplexOrchestrator
@@ -84,6 +82,8 @@ class SessionRunner:
         self.record: SessionRecord | None = None  # as restored from Redis, if it was
         self.opened_at: float | None = None  # when the session opened (its lifetime's start)
         self.timers = SessionTimers(self.mailbox)
+        self.replies = ReplyFeed(core, self.user_audio.io, caps.output_rate, self.clock,
+                                 self.timers, metrics)
         self.task: asyncio.Task[None] | None = None
         self.closed = asyncio.Event()
         self.on_closed: list[Any] = []
@@ -291,40 +291,10 @@ class SessionRunner:
                 self.core.stage_failed(item.fence.with_turn(self.core.fence.turn_id),
                                        item.message)
             case ri.Delta():
-                self._feed_delta(item)
+                self.replies.feed(item)
             case ri.IdleElapsed():
                 self.core.idle_elapsed(item.token)
         await self._run_effects()
-
-    def _feed_delta(self, item: ri.Delta) -> None:
-        delta = item.delta
-        match delta:
-            case pb.Transcript():
-                self.clock.mark("transcribe")
-                self.core.transcript(delta.item_id, delta.text)
-            case pb.Speech():
-                self._speak(item.fence.with_turn(delta.turn_id), delta)
-            case pb.TextOnly():  # a word a delta, as OpenAI streams text
-                for word in words(delta.text):
-                    self.core.assistant_audio(item.fence.with_turn(delta.turn_id), "", 0.0,
-                                              word)
-            case pb.FunctionCall():
-                self.core.function_call(item.fence.with_turn(delta.turn_id), delta.name,
-                                        delta.arguments)
-            case pb.EndOfResponse():
-                self.core.response_end(item.fence.with_turn(delta.turn_id))
-
-    def _speak(self, fence: Fence, speech: pb.Speech) -> None:
-        rate = self.plugin.capabilities.output_rate
-        for pcm, text in reply_chunks(speech.pcm, rate, speech.text):
-            wire = self.user_audio.io.encode(pcm)
-            first = self.core.response is not None and not self.core.response.ledger.marks
-            if self.core.assistant_audio(fence, pybase64.b64encode_as_string(wire),
-                                         1000.0 * len(pcm) / rate, text) and first:
-                self.timers.reply_audio()
-                seconds = self.clock.first_audio()
-                if seconds is not None:
-                    self.metrics.first_audio.observe(seconds)
 
     def note_stage_latency(self, stage: int, seconds: float) -> None:
         """A stage's time from an input to its first output (for ``timings_ms``)."""
