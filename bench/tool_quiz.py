@@ -51,6 +51,7 @@ from voice_latency import FRAME, Session, connect, pct  # noqa: E402
 from gateway.audio import resample  # noqa: E402
 
 RATE = 24000
+ROUNDS = 3  # answers to one request's calls, the follow-up's own calls included
 
 
 class Voices:
@@ -144,25 +145,34 @@ async def spoken_turn(s: Session, row: Row, pcm: np.ndarray) -> None:
 
 
 async def answer_calls(s: Session, row: Row, done: dict[str, Any], eos: float) -> None:
-    """Each call answered with the request's result; the follow-up reply timed."""
+    """Each call answered with the request's result, and the follow-up timed. A
+    follow-up that calls again is answered again, as a client would, up to
+    ``ROUNDS`` times; its first audio is the wait a user hears."""
     result = row.ask.result if row.ask.tool else {"error": "no such request"}
-    mark = len(s.events)
-    for item in done["response"]["output"]:
-        if item.get("type") == "function_call":
-            await s.ws.send(json.dumps({"type": "conversation.item.create", "item": {
-                "type": "function_call_output", "call_id": item["call_id"],
-                "output": json.dumps(result)}}))
-    sent = time.monotonic()
-    await s.ws.send(json.dumps({"type": "response.create"}))
-    end, follow = await next_done(s, mark)
-    row.followup, row.followup_calls = response_parts(follow)
-    t_audio = first(s, "response.output_audio.delta", mark, end)
-    if t_audio is not None:
-        row.to_audio_ms, row.output_to_audio_ms = 1000 * (t_audio - eos), 1000 * (t_audio - sent)
+    sent: float | None = None
+    for _ in range(ROUNDS):
+        mark = len(s.events)
+        for item in done["response"]["output"]:
+            if item.get("type") == "function_call":
+                await s.ws.send(json.dumps({"type": "conversation.item.create", "item": {
+                    "type": "function_call_output", "call_id": item["call_id"],
+                    "output": json.dumps(result)}}))
+        sent = sent or time.monotonic()
+        await s.ws.send(json.dumps({"type": "response.create"}))
+        end, done = await next_done(s, mark)
+        words, calls = response_parts(done)
+        row.followup = " ".join(filter(None, [row.followup, words]))
+        row.followup_calls += calls
+        t_audio = first(s, "response.output_audio.delta", mark, end)
+        if t_audio is not None and row.to_audio_ms is None:
+            row.to_audio_ms = 1000 * (t_audio - eos)
+            row.output_to_audio_ms = 1000 * (t_audio - sent)
+        if not calls:
+            return
 
 
 async def quiz(url: str, conversations: list[tuple[int, list[Ask]]],
-               voices: list[tuple[str, int]], speech: Voices) -> list[Row]:
+               voices: list[tuple[str, int]], speech: Voices, dump: str | None) -> list[Row]:
     rows: list[Row] = []
     for n, (i, conversation) in enumerate(conversations):
         voice = voices[n % len(voices)]
@@ -177,18 +187,31 @@ async def quiz(url: str, conversations: list[tuple[int, list[Ask]]],
             row = Row(i, label, ask)
             await spoken_turn(s, row, speech.say(voice, ask.say))
             rows.append(row)
-            print(f"  [{label}] {ask.say!r} heard {row.heard!r}: "
-                  f"{describe(row)}", flush=True)
+            ms = " ".join(f"{k} {v:.0f} ms" for k, v in (("call", row.to_call_ms),
+                                                          ("audio", row.to_audio_ms)) if v)
+            print(f"  [{label}] {ask.say!r} heard {row.heard!r}: {describe(row)} ({ms})",
+                  flush=True)
         await s.ws.close()
         task.cancel()
+        if dump:
+            write_events(dump, i, s.events)
     return rows
+
+
+def write_events(path: str, conversation: int, events: list[tuple[float, Any]]) -> None:
+    """Every event but audio, for reading a miss after the run (a blocking write
+    between conversations, when nothing is timed)."""
+    with Path(path).open("a") as f:
+        f.writelines(json.dumps({"conversation": conversation, "t": t, "event": e}) + "\n"
+                     for t, e in events if not e["type"].endswith("audio.delta"))
 
 
 def describe(row: Row) -> str:
     calls = "; ".join(f"{c.name}({c.arguments})" for c in row.calls) or "no call"
     text = f"{calls}, said {row.spoken!r}"
     if row.calls:
-        text += f" → then {row.followup!r}"
+        again = "".join(f" + {c.name}({c.arguments})" for c in row.followup_calls)
+        text += f" → then {row.followup!r}{again}"
     return text
 
 
@@ -203,7 +226,7 @@ async def gateway_run(args: argparse.Namespace, conversations: list[tuple[int, l
         gw = GatewayProcess(Path(tmp), args=["--plugin", "cascade"], env={**os.environ, **env})
         gw.start(timeout_s=600)
         try:
-            return await quiz(gw.ws, conversations, voices, speech)
+            return await quiz(gw.ws, conversations, voices, speech, args.dump)
         finally:
             gw.stop()
 
@@ -226,11 +249,13 @@ def figures(rows: list[Row]) -> str:
     tool = [r for r in rows if r.ask.tool]
     none = [r for r in rows if not r.ask.tool]
     follow = [r for r in tool if r.calls and r.ask.uses]
+    again = sum(bool(r.followup_calls) for r in rows)
     return (f"right tool+args {rate(sum(r.miss is None for r in tool), len(tool))}; "
             f"no call where none fits {rate(sum(r.miss is None for r in none), len(none))}; "
             f"invented results {sum(invented(r.ask, r.spoken) for r in tool)}; "
             f"follow-ups using the result "
-            f"{rate(sum(used(r.ask, r.followup) for r in follow), len(follow))}")
+            f"{rate(sum(used(r.ask, r.followup) for r in follow), len(follow))}, "
+            f"called again after the result {again}")
 
 
 def report(rows: list[Row], quiz_s: float) -> None:
@@ -249,6 +274,7 @@ def report(rows: list[Row], quiz_s: float) -> None:
         unused = bool(r.ask.tool and r.calls and not used(r.ask, r.followup))
         if miss or bad or unused:
             why = "; ".join(filter(None, [miss, "INVENTED" if bad else None,
+                                          "called again" if r.followup_calls else None,
                                           "follow-up did not use the result" if unused
                                           else None]))
             print(f"  [{r.voice}] {r.ask.say!r} heard {r.heard!r}: {why}: {describe(r)}")
@@ -269,12 +295,16 @@ def main() -> None:
     parser.add_argument("--threads", type=int, help="DUPLEX_GATEWAY_LLM_THREADS")
     parser.add_argument("--voices", help="name:words-a-minute,... (default: "
                         + ",".join(f"{n}:{s}" for n, s in VOICES) + ")")
+    parser.add_argument("--dump", help="append every event but audio to this JSON-lines file")
+    parser.add_argument("--only", help="conversation numbers to run, e.g. 0,3,17")
     args = parser.parse_args()
     voices = list(VOICES) if not args.voices else [
         (v.split(":")[0], int(v.split(":")[1]) if ":" in v else 0) for v in args.voices.split(",")]
     conversations = list(enumerate(CONVERSATIONS))
     if args.quick:
         conversations = conversations[::4]
+    if args.only:
+        conversations = [conversations[int(n)] for n in args.only.split(",")]
     print(f"bench/tool_quiz.py  {time.strftime('%Y-%m-%d %H:%M:%S')}  model "
           f"{args.model or 'default'}, threads {args.threads or 'default'}; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
