@@ -3,7 +3,8 @@ with the right arguments, keep quiet where no tool fits, never state a result
 before the tool answered, and use the result once it has; and how fast.
 
 Usage: .venv/bin/python bench/tool_quiz.py [--quick] [--model NAME_OR_GGUF]
-       [--threads N] [--voices en-us:175,en-gb:150,...]
+       [--threads N] [--voices en-us:175,en-gb:150,...] [--followup-tool-choice none]
+       [--dump EVENTS.jsonl] [--only 0,3,17]
 
 It starts its own cascade gateway (as ``bench/voice_quiz.py`` does), gives each
 conversation the four tools of ``bench/tool_requests.py`` with
@@ -126,7 +127,7 @@ def first(s: Session, kind: str, start: int, end: int) -> float | None:
     return next((t for t, e in s.events[start:end] if e["type"] == kind), None)
 
 
-async def spoken_turn(s: Session, row: Row, pcm: np.ndarray) -> None:
+async def spoken_turn(s: Session, row: Row, pcm: np.ndarray, choice: str | None) -> None:
     mark = len(s.events)
     t0 = await s.stream(np.concatenate([pcm, np.zeros(RATE, np.int16)]))
     eos = t0 + (last_voiced(pcm) // FRAME) * 0.02  # when the last voiced frame went out
@@ -141,14 +142,17 @@ async def spoken_turn(s: Session, row: Row, pcm: np.ndarray) -> None:
     if not row.calls:
         row.to_audio_ms = None if t_audio is None else 1000 * (t_audio - eos)
         return
-    await answer_calls(s, row, done, eos)
+    await answer_calls(s, row, done, eos, choice)
 
 
-async def answer_calls(s: Session, row: Row, done: dict[str, Any], eos: float) -> None:
+async def answer_calls(s: Session, row: Row, done: dict[str, Any], eos: float,
+                       choice: str | None) -> None:
     """Each call answered with the request's result, and the follow-up timed. A
     follow-up that calls again is answered again, as a client would, up to
-    ``ROUNDS`` times; its first audio is the wait a user hears."""
-    result = row.ask.result if row.ask.tool else {"error": "no such request"}
+    ``ROUNDS`` times; its first audio is the wait a user hears. ``choice``: the
+    follow-up's own ``tool_choice`` (``none``: a client that wants words now)."""
+    # a wrong tool gets what a real one would say to a request it cannot serve
+    unknown = {"error": "nothing found for that request"}
     sent: float | None = None
     for _ in range(ROUNDS):
         mark = len(s.events)
@@ -156,9 +160,13 @@ async def answer_calls(s: Session, row: Row, done: dict[str, Any], eos: float) -
             if item.get("type") == "function_call":
                 await s.ws.send(json.dumps({"type": "conversation.item.create", "item": {
                     "type": "function_call_output", "call_id": item["call_id"],
-                    "output": json.dumps(result)}}))
+                    "output": json.dumps(row.ask.result if item.get("name") == row.ask.tool
+                                         else unknown)}}))
         sent = sent or time.monotonic()
-        await s.ws.send(json.dumps({"type": "response.create"}))
+        create: dict[str, Any] = {"type": "response.create"}
+        if choice:
+            create["response"] = {"tool_choice": choice}
+        await s.ws.send(json.dumps(create))
         end, done = await next_done(s, mark)
         words, calls = response_parts(done)
         row.followup = " ".join(filter(None, [row.followup, words]))
@@ -172,7 +180,8 @@ async def answer_calls(s: Session, row: Row, done: dict[str, Any], eos: float) -
 
 
 async def quiz(url: str, conversations: list[tuple[int, list[Ask]]],
-               voices: list[tuple[str, int]], speech: Voices, dump: str | None) -> list[Row]:
+               voices: list[tuple[str, int]], speech: Voices,
+               args: argparse.Namespace) -> list[Row]:
     rows: list[Row] = []
     for n, (i, conversation) in enumerate(conversations):
         voice = voices[n % len(voices)]
@@ -185,7 +194,7 @@ async def quiz(url: str, conversations: list[tuple[int, list[Ask]]],
         await s.until("session.updated", mark)
         for ask in conversation:
             row = Row(i, label, ask)
-            await spoken_turn(s, row, speech.say(voice, ask.say))
+            await spoken_turn(s, row, speech.say(voice, ask.say), args.followup_tool_choice)
             rows.append(row)
             ms = " ".join(f"{k} {v:.0f} ms" for k, v in (("call", row.to_call_ms),
                                                           ("audio", row.to_audio_ms)) if v)
@@ -193,8 +202,8 @@ async def quiz(url: str, conversations: list[tuple[int, list[Ask]]],
                   flush=True)
         await s.ws.close()
         task.cancel()
-        if dump:
-            write_events(dump, i, s.events)
+        if args.dump:
+            write_events(args.dump, i, s.events)
     return rows
 
 
@@ -226,7 +235,7 @@ async def gateway_run(args: argparse.Namespace, conversations: list[tuple[int, l
         gw = GatewayProcess(Path(tmp), args=["--plugin", "cascade"], env={**os.environ, **env})
         gw.start(timeout_s=600)
         try:
-            return await quiz(gw.ws, conversations, voices, speech, args.dump)
+            return await quiz(gw.ws, conversations, voices, speech, args)
         finally:
             gw.stop()
 
@@ -248,7 +257,7 @@ def p50_p95(values: list[float | None]) -> str:
 def figures(rows: list[Row]) -> str:
     tool = [r for r in rows if r.ask.tool]
     none = [r for r in rows if not r.ask.tool]
-    follow = [r for r in tool if r.calls and r.ask.uses]
+    follow = [r for r in tool if r.miss is None]  # a wrong call's follow-up is not scored
     again = sum(bool(r.followup_calls) for r in rows)
     return (f"right tool+args {rate(sum(r.miss is None for r in tool), len(tool))}; "
             f"no call where none fits {rate(sum(r.miss is None for r in none), len(none))}; "
@@ -271,7 +280,7 @@ def report(rows: list[Row], quiz_s: float) -> None:
     for r in rows:
         miss = r.miss
         bad = invented(r.ask, r.spoken)
-        unused = bool(r.ask.tool and r.calls and not used(r.ask, r.followup))
+        unused = bool(r.ask.tool and r.miss is None and not used(r.ask, r.followup))
         if miss or bad or unused:
             why = "; ".join(filter(None, [miss, "INVENTED" if bad else None,
                                           "called again" if r.followup_calls else None,
@@ -281,9 +290,10 @@ def report(rows: list[Row], quiz_s: float) -> None:
     print("\nlatency, from the last voiced sample sent")
     tool = [r for r in rows if r.ask.tool]
     print(f"  {'→ function_call_arguments.done':<38} {p50_p95([r.to_call_ms for r in tool])}")
-    print(f"  {'→ follow-up first audio':<38} {p50_p95([r.to_audio_ms for r in tool])}")
+    called = [r for r in tool if r.calls]
+    print(f"  {'→ follow-up first audio':<38} {p50_p95([r.to_audio_ms for r in called])}")
     print(f"  {'  (function_call_output → its audio)':<38} "
-          f"{p50_p95([r.output_to_audio_ms for r in tool])}")
+          f"{p50_p95([r.output_to_audio_ms for r in called])}")
     print(f"  {'no tool fits: → first audio':<38} "
           f"{p50_p95([r.to_audio_ms for r in rows if not r.ask.tool])}  (baseline)")
 
@@ -296,6 +306,9 @@ def main() -> None:
     parser.add_argument("--voices", help="name:words-a-minute,... (default: "
                         + ",".join(f"{n}:{s}" for n, s in VOICES) + ")")
     parser.add_argument("--dump", help="append every event but audio to this JSON-lines file")
+    parser.add_argument("--followup-tool-choice", choices=["none", "auto"],
+                        help="tool_choice of the response.create after a tool's output "
+                             "(default: the session's, auto)")
     parser.add_argument("--only", help="conversation numbers to run, e.g. 0,3,17")
     args = parser.parse_args()
     voices = list(VOICES) if not args.voices else [
@@ -306,7 +319,8 @@ def main() -> None:
     if args.only:
         conversations = [conversations[int(n)] for n in args.only.split(",")]
     print(f"bench/tool_quiz.py  {time.strftime('%Y-%m-%d %H:%M:%S')}  model "
-          f"{args.model or 'default'}, threads {args.threads or 'default'}; load average "
+          f"{args.model or 'default'}, threads {args.threads or 'default'}, follow-up "
+          f"tool_choice {args.followup_tool_choice or 'session'}; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     speech = Voices()
     t0 = time.monotonic()
