@@ -295,7 +295,7 @@ def report(rows: list[Row], quiz_s: float) -> None:
     print(f"  {'  (function_call_output → its audio)':<38} "
           f"{p50_p95([r.output_to_audio_ms for r in called])}")
     print(f"  {'no tool fits: → first audio':<38} "
-          f"{p50_p95([r.to_audio_ms for r in rows if not r.ask.tool])}  (baseline)")
+          f"{p50_p95([r.to_audio_ms for r in rows if not r.ask.tool and not r.calls])}  (baseline)")
 
 
 def main() -> None:
