@@ -85,6 +85,11 @@ def response_text(output: str) -> str:
     return f"<tool_response>\n{output}\n</tool_response>"
 
 
+def is_tool_response(turn_text: str) -> bool:
+    """Whether a rendered turn is tools' outputs (``response_text``, joined)."""
+    return turn_text.startswith("<tool_response>")
+
+
 def render_items(items: Iterable[HistoryItem],
                  scrub: Callable[[str], str]) -> list[tuple[str, str]]:
     """History items as (role, text) turns, the way the template groups them:
@@ -111,7 +116,7 @@ def render_items(items: Iterable[HistoryItem],
 def _joins(last: tuple[str, str], role: str, kind: str) -> bool:
     if kind == "function_call":
         return last[0] == "assistant"
-    return kind == "function_call_output" and last[1].startswith("<tool_response>")
+    return kind == "function_call_output" and is_tool_response(last[1])
 
 
 def _unforged(text: str) -> str:
@@ -121,7 +126,8 @@ def _unforged(text: str) -> str:
     return text
 
 
-def call_sampling(toolset: ToolSet | None) -> Mapping[str, Any] | None:
+def call_sampling(toolset: ToolSet | None, *,
+                  favour_calls: bool = True) -> Mapping[str, Any] | None:
     """llama.cpp completion options for a reply under ``toolset``: under
     ``auto`` a lazy grammar, idle until the model starts a call; under
     ``required`` or a named tool a grammar the whole reply must match; None
@@ -139,6 +145,7 @@ def call_sampling(toolset: ToolSet | None) -> Mapping[str, Any] | None:
     options["grammar_lazy"] = lazy
     if lazy:
         options["grammar_triggers"] = [{"type": _WORD_TRIGGER, "value": w} for w in _STARTS]
+    if lazy and favour_calls:
         options["logit_bias"] = [['{"', CALL_BIAS]]  # a string: llama.cpp finds its tokens
     return options
 

@@ -232,3 +232,18 @@ def test_the_talker_passes_a_call_through_and_the_session_sees_a_function_call()
     assert projection.project(2, call) == [FunctionCall(1, "get_weather", json.dumps(PARIS))]
     [end] = [r.payload for r in talker.step(None, Clause(1, "", last=True))]
     assert end == EndOfResponse(1)
+
+
+def test_the_reply_to_a_tools_output_is_not_nudged_to_call_again() -> None:
+    """The spoken tool quiz: with the nudge, 17 of 19 replies to an output called
+    the same tool again instead of saying the result."""
+    a, s, _ = session()
+    asked = plan(a, s, UserTurn(1, "i1", "Weather in Paris?", True))
+    assert asked.sampling is not None and asked.sampling["logit_bias"]
+    a.on_text(s, asked, CALL, True)
+    output = HistoryItem("tool", '{"temperature_c": 17}', "function_call_output",
+                         call_id="call_1")
+    plan(a, s, Context(None, (output,)))
+    answer = plan(a, s, start(2))
+    assert answer.sampling is not None and "logit_bias" not in answer.sampling
+    assert answer.sampling["grammar_lazy"] is True  # it may still call, unnudged
