@@ -21,6 +21,7 @@ from typing import Any
 from duplex import commands as c
 from duplex import effects as fx
 from duplex import events as ev
+from duplex.abilities import ModelAbilities
 from duplex.config import SessionConfig, apply_update
 from duplex.conversation import ItemBudget
 from duplex.errors import InvalidRequest, SessionStateError
@@ -30,7 +31,7 @@ from duplex.idle import IdleWatch
 from duplex.items import ConversationItems
 from duplex.ledger import PlaybackLedger
 from duplex.response import Response
-from duplex.tools import Tool, ToolSet, response_toolset
+from duplex.tools import ToolSet, response_toolset
 from duplex.turns import (
     ResponseEvent,
     ResponseStatus,
@@ -63,8 +64,7 @@ class SessionCore(ConversationItems):
     deferred_response: bool = False
     counter: int = 0
     budget: ItemBudget = field(default_factory=ItemBudget)  # I8: items and bytes
-    can_call_tools: bool = True  # the model plugin can call tools
-    answers_from_input: bool = True  # ... and answer from a response's own input
+    abilities: ModelAbilities = field(default_factory=ModelAbilities)  # what the plugin can do
     idle: IdleWatch = field(default_factory=IdleWatch)  # idle_timeout_ms (duplex.idle)
     heard_ms: float = 0.0  # user audio appended in all (the input's timeline)
     _ledgers: OrderedDict[str, PlaybackLedger] = field(default_factory=OrderedDict)
@@ -114,7 +114,8 @@ class SessionCore(ConversationItems):
         self._require_open()
         before = self.config
         config = apply_update(self.config, cmd.session)
-        self._check_tools(config.tools.tools, "session.tools")
+        self.abilities.check_tools(config.tools.tools, "session.tools")
+        self.abilities.check_modes(config.output_modalities, "session.output_modalities")
         self.config = config
         self._effects.append(fx.SaveConfig())
         instructions = config.instructions if config.instructions != before.instructions else None
@@ -124,13 +125,6 @@ class SessionCore(ConversationItems):
         beta_transcription = self.beta and config.transcribing_only
         self._emit(E.TRANSCRIPTION_SESSION_UPDATED if beta_transcription else E.SESSION_UPDATED,
                    session=self.session_object())
-
-    def _check_tools(self, tools: tuple[Tool, ...], param: str) -> None:
-        """What the model plugin cannot do is refused, never dropped."""
-        if tools and not self.can_call_tools:
-            raise InvalidRequest("This model cannot call tools: the gateway's model plugin "
-                                 "does not support function calling.", code="invalid_value",
-                                 param=param)
 
     def dtmf_received(self, cmd: c.DtmfReceived) -> None:
         """A keypad digit: journaled and surfaced as an event, nothing else."""
@@ -260,13 +254,10 @@ class SessionCore(ConversationItems):
                 f"Conversation already has an active response in progress: {self.response.id}."
                 " Wait until the response is finished before creating a new one.",
                 code="conversation_already_has_active_response")
-        if cmd.tools is not None:
-            self._check_tools(cmd.tools, "response.tools")
+        self.abilities.check_tools(cmd.tools or (), "response.tools")
+        self.abilities.check_modes(cmd.output_modalities or (), "response.output_modalities")
+        self.abilities.check_input(cmd.input)
         tools = response_toolset(self.config.tools, cmd.tools, cmd.tool_choice)
-        if cmd.input is not None and not self.answers_from_input:
-            raise InvalidRequest("This model cannot answer from a response's own input: the "
-                                 "gateway's model plugin replies from the conversation only.",
-                                 code="invalid_value", param="response.input")
         given = None if cmd.input is None else self.input_items(cmd.input)
         response = self._open_response(cmd, tools)
         own = tools if cmd.tools is not None or cmd.tool_choice is not None else None

@@ -20,6 +20,7 @@ import socket
 import time
 from collections import Counter
 
+from duplex.abilities import ModelAbilities
 from duplex.attach import check_cursor, reaped_terminal
 from duplex.close_codes import CloseCode
 from duplex.config import SessionConfig
@@ -235,8 +236,8 @@ class Gateway:
 
     def _runner(self, record: SessionRecord, core: SessionCore, *, beta: bool) -> SessionRunner:
         assert self.plugin is not None and self.orchestrator is not None
-        core.can_call_tools = self.plugin.capabilities.tools
-        core.answers_from_input = self.plugin.capabilities.response_input
+        caps = self.plugin.capabilities
+        core.abilities = ModelAbilities(caps.tools, caps.response_input, caps.output_modalities)
         cfg = self.config
         journal = JournalLimits(cfg.journal_max_events, cfg.resume_replay_ttl_s,
                                 cfg.resume_replay_max_bytes)

@@ -43,6 +43,9 @@ class Capabilities:
     # It answers a ``response.create`` from the items in its ``input`` alone
     # (``StartResponse.input``); one that cannot has ``input`` refused.
     response_input: bool = False
+    # The reply modalities it produces (``Speech`` for audio, ``TextOnly`` for
+    # text); a session or response asking for another is refused.
+    output_modalities: tuple[str, ...] = ("audio", "text")
 
 
 # -- the plan: how a session's conversation becomes stage submissions -------------

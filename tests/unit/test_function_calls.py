@@ -11,6 +11,7 @@ import pytest
 
 from duplex import commands as c
 from duplex import effects as fx
+from duplex.abilities import ModelAbilities
 from duplex.attach import MAX_DURATION, expired_error
 from duplex.errors import InvalidRequest
 from duplex.events import ServerEvent as E
@@ -136,7 +137,7 @@ def test_session_update_sets_tools_and_tells_the_model() -> None:
 
 def test_a_plugin_that_cannot_call_has_tools_refused() -> None:
     core = new_core()
-    core.can_call_tools = False
+    core.abilities = ModelAbilities(tools=False)
     error = refused(core.update_session, c.UpdateSession(None, {"tools": [WEATHER],
                                                                 "instructions": "x"}))
     assert error.param == "session.tools"
@@ -369,7 +370,18 @@ def test_a_response_from_its_own_input() -> None:
     assert error.param == "response.input[0].id"
     error = refused(lambda: respond(core, input=[{"type": "function_call", "name": "f"}]))
     assert error.param == "response.input[0].call_id"
-    core.answers_from_input = False
+    core.abilities = ModelAbilities(response_input=False)
     error = refused(lambda: respond(core, input=[]))
     assert error.param == "response.input" and core.response is None
     assert next(e for e in respond(core) if isinstance(e, fx.StartResponse)).input is None
+
+
+def test_a_reply_modality_the_plugin_lacks_is_refused() -> None:
+    core = new_core()
+    core.abilities = ModelAbilities(output_modes=("audio",))
+    error = refused(core.update_session, c.UpdateSession(None, {"output_modalities": ["text"]}))
+    assert error.param == "session.output_modalities"
+    assert core.config.output_modalities == ("audio",)
+    error = refused(lambda: respond(core, output_modalities=["text"]))
+    assert error.param == "response.output_modalities" and core.response is None
+    assert names(respond(core, output_modalities=["audio"]))[0] == E.RESPONSE_CREATED
