@@ -284,8 +284,7 @@ class Gateway:
             raise CapacityError(f"{limit} sessions are open from this address already, the "
                                 "most this gateway allows one address",
                                 code="resource_exhausted")
-        config = SessionConfig(kind="transcription", transcription="default") \
-            if transcription else SessionConfig()
+        config = SessionConfig(kind="transcription" if transcription else "realtime")
         record = await self.store.open_session(
             sid, owner=self.owner, token_digest=token_digest(token),
             config=json.dumps(config.wire(sid)) if transcription else "{}",

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
-from dataclasses import replace
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
 
 import engine_router
 import pytest
 from engine_router import Router
 
+from engines import build_engine
 from engines.llamacpp import LlamaCppEngine, Prefill
 from plugins.base import LlamaCppStage
 from plugins.cascade.llm import LlmChoice
@@ -37,3 +39,18 @@ def default_stage(**overrides: int) -> LlamaCppStage:
     stage = choice.stage("think", ThinkerAdapter(), model)
     assert isinstance(stage, LlamaCppStage)
     return replace(stage, **overrides)
+
+
+@dataclass
+class Thinker:
+    engine: LlamaCppEngine
+    router: Router
+
+
+@contextlib.asynccontextmanager
+async def running_thinker(**overrides: int) -> AsyncIterator[Thinker]:
+    """The default thinker's engine, running, its outputs routed."""
+    engine = build_engine(1, default_stage(**overrides))
+    assert isinstance(engine, LlamaCppEngine)
+    async with running(engine) as router:
+        yield Thinker(engine, router)

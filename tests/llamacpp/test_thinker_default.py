@@ -16,12 +16,11 @@ import itertools
 import re
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 import pytest
 import pytest_asyncio
 from engine_router import reply_text
-from llamacpp_helpers import Router, default_stage, running
+from llamacpp_helpers import Thinker, default_stage, running, running_thinker
 
 from duplex.fence import Fence
 from engines import build_engine
@@ -33,18 +32,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900),
               pytest.mark.asyncio(loop_scope="module")]
 
 
-@dataclass
-class Thinker:
-    engine: LlamaCppEngine
-    router: Router
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def thinker() -> AsyncIterator[Thinker]:
-    engine = build_engine(1, default_stage())
-    assert isinstance(engine, LlamaCppEngine)
-    async with running(engine) as router:
-        yield Thinker(engine, router)
+    async with running_thinker() as thinker:
+        yield thinker
 
 
 class Chat:

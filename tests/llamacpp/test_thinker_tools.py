@@ -17,13 +17,11 @@ from dataclasses import dataclass, replace
 
 import pytest
 import pytest_asyncio
-from llamacpp_helpers import Router, default_stage, running
+from llamacpp_helpers import Thinker, running_thinker
 
 from duplex import effects as fx
 from duplex.fence import Fence
 from duplex.tools import Tool, ToolChoice, ToolSet
-from engines import build_engine
-from engines.llamacpp import LlamaCppEngine
 from plugins.base import Context, HistoryItem
 from plugins.cascade.payloads import Clause, ToolCall, UserTurn
 
@@ -42,18 +40,10 @@ TERSE = ToolSet((replace(WEATHER, parameters={**WEATHER.parameters, "properties"
     "location": {"type": "string"}, "unit": WEATHER.parameters["properties"]["unit"]}}),))
 
 
-@dataclass
-class Thinker:
-    engine: LlamaCppEngine
-    router: Router
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def thinker() -> AsyncIterator[Thinker]:
-    engine = build_engine(1, default_stage(parallel=1))
-    assert isinstance(engine, LlamaCppEngine)
-    async with running(engine) as router:
-        yield Thinker(engine, router)
+    async with running_thinker(parallel=1) as thinker:
+        yield thinker
 
 
 @dataclass
