@@ -108,9 +108,9 @@ class ThinkModel:
             if payload.tools is not None:
                 state.tools = payload.tools
             state.history += payload.items  # a later Context adds to the history
-            last = payload.items[-1] if payload.items else None
-            if last is not None and last.kind == "function_call_output":  # not yet answered
-                state.output = last.text
+            unanswered = _unanswered(payload.items)
+            if unanswered is not None:
+                state.output = unanswered
         elif isinstance(payload, Heard):
             state.heard, state.output = payload, None
             if payload.respond:
@@ -130,10 +130,17 @@ class ThinkModel:
         state.heard = None
 
 
-def _reply(state: ThinkState, turn_id: int, instructions: str,
-           tools: ToolSet) -> Iterator[StageResult]:
+def _unanswered(items: tuple[HistoryItem, ...]) -> str | None:
+    """A tool's output that ends ``items``: the next reply answers it."""
+    last = items[-1] if items else None
+    return last.text if last is not None and last.kind == "function_call_output" else None
+
+
+def _reply(state: ThinkState, turn_id: int, instructions: str, tools: ToolSet,
+           about: str | None = None) -> Iterator[StageResult]:
     """A call (``plugins.tone.calls``), or words: the tool's output when one
-    came since the user spoke, else the counted reply."""
+    came since the user spoke, else ``about`` the words given, else the counted
+    reply."""
     output, state.output = state.output, None
     if output is not None:
         yield from _say(turn_id, calls.said_output(output).split())
@@ -144,6 +151,9 @@ def _reply(state: ThinkState, turn_id: int, instructions: str,
                           segment_finished=True, visible=False)
         yield StageResult(Clause(turn_id, "", last=True), segment_finished=True, visible=False)
         return
+    if about:
+        yield from _say(turn_id, ["about", *about.split()])
+        return
     speech_ms = state.heard.speech_ms if state.heard else 0
     yield from _say(turn_id, reply.reply_words(turn_id, reply.word_count(speech_ms,
                                                                           instructions)))
@@ -153,15 +163,10 @@ def _reply_to(turn_id: int, given: tuple[dict[str, object], ...], instructions: 
               tools: ToolSet) -> Iterator[StageResult]:
     """A reply from ``response.input`` alone: as ``_reply``, but about the last
     item with words ("about …") instead of counting."""
-    items = [h for h in map(history_item, given) if h is not None]
-    context = ThinkState(instructions, tuple(items), tools=tools)
-    if items and items[-1].kind == "function_call_output":
-        context.output = items[-1].text
+    items = tuple(h for h in map(history_item, given) if h is not None)
+    context = ThinkState(instructions, items, tools=tools, output=_unanswered(items))
     spoken = [h.text for h in items if h.kind == "message" and h.text]
-    if context.output is None and calls.chosen_tool(tools, instructions) is None and spoken:
-        yield from _say(turn_id, ["about", *spoken[-1].split()])
-        return
-    yield from _reply(context, turn_id, instructions, tools)
+    yield from _reply(context, turn_id, instructions, tools, spoken[-1] if spoken else None)
 
 
 def _say(turn_id: int, words: list[str]) -> Iterator[StageResult]:
