@@ -30,6 +30,7 @@ from duplex.events import Event, to_beta
 from duplex.fence import Fence
 from duplex.store.base import SessionStore, StoreConflict
 from gateway.metrics import Metrics
+from gateway.outbound import Outbound
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,9 @@ class Attachment(Protocol):
     generation: int
     extensions: bool  # it takes the duplex events it did not ask for (``OPT_IN``)
 
-    async def send_text(self, text: str) -> None: ...
+    async def send(self, out: Outbound) -> None:
+        """Send one server event, in this socket's protocol."""
+        ...
 
     async def end(self, code: int, reason: str, *, linger_s: float = 0.0) -> None:
         """Close the socket (idempotent); its reader stops. ``linger_s`` keeps it open
@@ -83,6 +86,11 @@ def dumps(event: Event) -> str:
         return json.dumps(event, separators=(",", ":"))
 
 
+def outbound(event: Event) -> Outbound:
+    """An event sent outside the journal, serialised here."""
+    return Outbound(dumps(event), event["type"], event)
+
+
 class Emitter:
     def __init__(self, store: SessionStore, session_id: str, owner: str, incarnation: int,
                  *, last_seq: int, epoch: int, beta: bool, limits: JournalLimits,
@@ -108,8 +116,8 @@ class Emitter:
         self._recent: deque[tuple[float, int, str]] = deque()  # (time, seq, text)
         self._recent_bytes = 0
 
-    def _stamp(self, events: Sequence[Event]) -> list[tuple[int, str, str]]:
-        stamped: list[tuple[int, str, str]] = []
+    def _stamp(self, events: Sequence[Event]) -> list[tuple[int, Outbound]]:
+        stamped: list[tuple[int, Outbound]] = []
         seq = self.last_seq
         for ev in events:
             wire = to_beta(ev) if self.beta else ev
@@ -118,7 +126,7 @@ class Emitter:
             seq += 1
             wire = {"event_id": f"event_{self.session_id[-8:]}_{seq}", **wire,
                     "server_event_seq": seq}
-            stamped.append((seq, wire["type"], dumps(wire)))
+            stamped.append((seq, Outbound(dumps(wire), wire["type"], wire)))
         return stamped
 
     async def publish(self, events: Sequence[Event], *,
@@ -133,7 +141,7 @@ class Emitter:
             if not stamped:
                 return True
             now = time.time()
-            batch = [(seq, text) for seq, _, text in stamped]
+            batch = [(seq, out.text) for seq, out in stamped]
             trim = self._trim_point(now, sum(len(text) for _, text in batch))
             try:
                 await self._append(batch, now, trim)
@@ -154,14 +162,14 @@ class Emitter:
             await before_send()
         while self._window and trim is not None and self._window[0][1] <= trim:
             self._window_bytes -= self._window.popleft()[2]
-        for seq, kind, text in stamped:
-            self.metrics.events.labels(kind).inc()
-            if kind == "error":
-                self.metrics.errors.labels(json.loads(text)["error"]["code"]).inc()
-            self._window.append((now, seq, len(text)))
-            self._window_bytes += len(text)
-            self._keep(now, seq, text)
-            await self.send(text, kind)
+        for seq, out in stamped:
+            self.metrics.events.labels(out.type).inc()
+            if out.type == "error":
+                self.metrics.errors.labels(out.event()["error"]["code"]).inc()
+            self._window.append((now, seq, len(out.text)))
+            self._window_bytes += len(out.text)
+            self._keep(now, seq, out.text)
+            await self.send(out)
         return True
 
     async def _append(self, batch: list[tuple[int, str]], now: float,
@@ -207,7 +215,7 @@ class Emitter:
                 if seq > last:
                     break
                 self._keep(time.time(), seq, text)
-                await self.send(text)
+                await self.send(Outbound(text))
                 self.last_seq = seq
         self._uncertain = False
 
@@ -232,21 +240,21 @@ class Emitter:
             if not entries:
                 break
             for seq, text in entries:
-                await self.send(text)
+                await self.send(Outbound(text))
                 cursor, sent = seq, sent + 1
         return sent
 
     async def send_unjournaled(self, exc: DuplexError) -> None:
         """An error that is not journaled (the store is down, or the session ended)."""
         self.metrics.errors.labels(exc.code).inc()
-        await self.send(dumps(unjournaled_error(exc)))
+        await self.send(outbound(unjournaled_error(exc)))
 
-    async def send(self, text: str, kind: str = "") -> None:
+    async def send(self, out: Outbound) -> None:
         attachment = self.attachment
-        if attachment is None or (kind in OPT_IN and not attachment.extensions):
+        if attachment is None or (out.type in OPT_IN and not attachment.extensions):
             return
         try:
-            await attachment.send_text(text)
+            await attachment.send(out)
         except Exception as exc:  # the peer went away mid-send: detach, keep journaling
             # routine when a client hangs up mid-reply: not worth an INFO line each time
             log.debug("session %s: send failed (%r); detaching", self.session_id, exc)

@@ -154,9 +154,8 @@ class Gateway:
     async def stop(self) -> None:
         """Detach every session (they stay resumable) and step down as owner."""
         for runner in list(self.runners.values()):
-            attachment = runner.emitter.attachment
+            attachment = runner.let_go()
             if attachment is not None:
-                runner.emitter.attachment = None
                 await attachment.end(CloseCode.SERVICE_RESTART, "gateway restarting")
                 try:
                     await self.store.detach(runner.session_id, attachment.generation,

@@ -38,6 +38,7 @@ from gateway.auth import RESUME_REFUSAL_CODES, AccessPolicy, resume_refused
 from gateway.emitter import unjournaled_error
 from gateway.gateway import ResyncRequired
 from gateway.log_limits import LogLimiter
+from gateway.outbound import Outbound
 from gateway.ws_reads import delivering, direct_reads
 
 if TYPE_CHECKING:
@@ -67,8 +68,8 @@ class WsAttachment:
         # a resumed socket proves it holds the rotated token by speaking
         self.unconfirmed = resumed
 
-    async def send_text(self, text: str) -> None:
-        await ws_reads.send_text(self.ws, self.direct, text)
+    async def send(self, out: Outbound) -> None:
+        await ws_reads.send_text(self.ws, self.direct, out.text)
 
     async def end(self, code: int, reason: str, *, linger_s: float = 0.0) -> None:
         """Stop serving this socket. With ``linger_s`` the socket stays open that long
@@ -231,7 +232,7 @@ async def _read(ws: WebSocket, runner: SessionRunner, attachment: WsAttachment,
     def deliver(text: str | None, data: bytes | None) -> bool:
         """A message straight from the socket's parser: taken unless this loop
         would have to wait or stop for it (a late command, a replaced socket)."""
-        if runner.closed.is_set() or runner.emitter.attachment is not attachment:
+        if runner.closed.is_set() or not runner.serves(attachment):
             return False
         _take_now(runner, attachment, text, data, max_bytes, limiter)
         return True
@@ -243,7 +244,7 @@ async def _read(ws: WebSocket, runner: SessionRunner, attachment: WsAttachment,
                 if msg["type"] == "websocket.disconnect":
                     code = int(msg.get("code") or CloseCode.ABNORMAL)
                     break
-                if runner.emitter.attachment is not attachment:
+                if not runner.serves(attachment):
                     return  # replaced or ended: this socket's input no longer counts (R18)
                 await _take(runner, attachment, msg, max_bytes, limiter)
         except WebSocketDisconnect as exc:
@@ -325,5 +326,5 @@ async def _refuse_late(runner: SessionRunner, text: str | None, max_bytes: int) 
             event_id = wire.decode_command(text, max_bytes=max_bytes).event_id
         except InvalidRequest as exc:
             event_id = exc.event_id
-    await runner.emitter.send_unjournaled(SessionStateError(
+    await runner.refuse_late(SessionStateError(
         "the session is closed", code="session_closed", event_id=event_id))

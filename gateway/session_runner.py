@@ -36,7 +36,7 @@ from duplex.store.base import EndState, SessionRecord, SessionStore
 from engines.base import StageOutput
 from gateway import runner_items as ri
 from gateway import socket_changes
-from gateway.emitter import Attachment, Emitter, dumps, unjournaled_error
+from gateway.emitter import Attachment, Emitter, outbound, unjournaled_error
 from gateway.history_writes import HistoryWrites, Write
 from gateway.log_limits import LogLimiter
 from gateway.mailbox import Lane, Mailbox
@@ -164,6 +164,21 @@ class SessionRunner:
         done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self.mailbox.put_urgent(ri.Attach(attachment, resume_token, cursor, done))
         return await done
+
+    def serves(self, attachment: Attachment) -> bool:
+        """``attachment`` is the session's socket (not replaced, ended or detached)."""
+        return self.emitter.attachment is attachment
+
+    def let_go(self) -> Attachment | None:
+        """This process stops: the socket is no longer the session's (it is returned,
+        for its endpoint to close), while the session stays resumable."""
+        attachment, self.emitter.attachment = self.emitter.attachment, None
+        return attachment
+
+    async def refuse_late(self, error: DuplexError) -> None:
+        """Answer a command read after the end, outside the journal: the worker is
+        done, so the reader may write."""
+        await self.emitter.send_unjournaled(error)
 
     def current_fence(self) -> Fence:
         return self.core.fence
@@ -447,7 +462,7 @@ class SessionRunner:
         if not journaled:
             await self._close_in_store(state)
             for ended in ending:
-                await self.emitter.send(dumps(ended), ended["type"])
+                await self.emitter.send(outbound(ended))
         self.closed.set()
         await self._refuse_queued()
         if self.emitter.attachment is not None:
@@ -479,12 +494,12 @@ class SessionRunner:
         the runner failed): the lease stays in Redis for a resume or the reaper."""
         await self.orch.detach(self.core.fence)
         self.closed.set()
-        attachment, self.emitter.attachment = self.emitter.attachment, None
+        attachment = self.let_go()
         if attachment is not None and failed:
             error = DuplexError("the session failed on this server; resume it",
                                 code="internal_error")
             with contextlib.suppress(Exception):
-                await attachment.send_text(dumps(unjournaled_error(error)))
+                await attachment.send(outbound(unjournaled_error(error)))
             await attachment.end(CloseCode.INTERNAL_ERROR, "session failed")
         if self.task is not None and self.task is not asyncio.current_task():
             self.task.cancel()

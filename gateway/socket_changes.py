@@ -16,7 +16,7 @@ from duplex import attach as at
 from duplex.close_codes import CloseCode
 from duplex.errors import StoreUnavailable
 from gateway import runner_items as ri
-from gateway.emitter import Attachment, dumps
+from gateway.emitter import Attachment, outbound
 
 if TYPE_CHECKING:
     from gateway.session_runner import SessionRunner
@@ -39,7 +39,7 @@ async def attach(runner: SessionRunner, item: ri.Attach) -> None:
     for step in steps:
         match step:
             case at.SendOld():
-                await emitter.send(dumps(step.event))
+                await emitter.send(outbound(step.event))
             case at.EndOld():
                 emitter.attachment = None
                 assert old is not None
@@ -49,7 +49,7 @@ async def attach(runner: SessionRunner, item: ri.Attach) -> None:
                 await emitter.publish([step.event])
             case at.SendNew():
                 emitter.attachment = new
-                await emitter.send(dumps(step.event))
+                await emitter.send(outbound(step.event))
             case at.Replay():
                 runner.recovery = None  # said once
                 await emitter.replay(step.cursor)

@@ -389,7 +389,7 @@ async def _read(stream: _Stream, attachment: TwilioAttachment, bridge: TwilioBri
         """A message straight from the socket's parser (``gateway.ws_reads``): taken
         unless this loop must act on it (a stop, a replaced socket, a registry touch
         that is due)."""
-        if (runner.emitter.attachment is not attachment
+        if (not runner.serves(attachment)
                 or time.monotonic() - touched > TOUCH_EVERY_S):
             return False
         msg = _parse(stream, text, attachment.call_sid)
@@ -405,7 +405,7 @@ async def _read(stream: _Stream, attachment: TwilioAttachment, bridge: TwilioBri
                 raw = await stream.ws.receive()
                 if raw["type"] == "websocket.disconnect":
                     break
-                if runner.emitter.attachment is not attachment:
+                if not runner.serves(attachment):
                     # replaced, ended or detached: this socket no longer speaks for the call
                     await attachment.end(CloseCode.NORMAL, "detached")
                     return

@@ -23,6 +23,7 @@ from duplex import commands as c
 from duplex.close_codes import close_reason
 from duplex.errors import CapacityError
 from gateway.log_limits import LogLimiter
+from gateway.outbound import Outbound
 from gateway.ws_reads import direct_reads, send_text
 
 if TYPE_CHECKING:
@@ -61,8 +62,8 @@ class TwilioAttachment:
         self.marks_sent = 0
         self.warnings = LogLimiter(log)  # Twilio floods; this socket's log does not
 
-    async def send_text(self, text: str) -> None:
-        ev = json.loads(text)
+    async def send(self, out: Outbound) -> None:
+        ev = out.event()  # as built: never parsed back, but for a replay
         kind = ev.get("type")
         if kind == "response.output_audio.delta":
             await self._audio(ev)
