@@ -75,7 +75,7 @@ Part 2: events journaled per second by one gateway process.
   CPU% columns are each process's CPU time over the window (100% = one core),
   showing which process the cores went to.
 
-Part 3: a resume that reaches another process (DESIGN §8).
+Part 3: a resume that reaches another process (docs/architecture.md §8).
   A second gateway B on the same Valkey. One session owned by A (K = 100
   events replayed per resume); resumes alternate straight to A and through B,
   which relays the socket to A frame for frame (``gateway/owner_relay.py``).

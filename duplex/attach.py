@@ -24,7 +24,7 @@ GAP_CLOSE_REASON = "resync_required"
 
 @dataclass(frozen=True, slots=True)
 class Recovery:
-    """This process took the session over from a dead owner (DESIGN §8)."""
+    """This process took the session over from a dead owner (docs/architecture.md §8)."""
 
     lost_response_id: str | None
 

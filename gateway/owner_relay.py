@@ -1,4 +1,5 @@
-"""A resume served through the session's live owner on another process (DESIGN §8).
+"""A resume served through the session's live owner on another process
+(docs/architecture.md §8).
 
 Both socket protocols use it: ``/v1/realtime`` resumes and a Twilio call's second
 media stream.

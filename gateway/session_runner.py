@@ -150,7 +150,7 @@ class SessionRunner:
         self.mailbox.put_urgent(ri.Confirm(generation))
 
     def recover(self, lost_response_id: str | None) -> None:
-        """This process took the session over after its owner died (DESIGN §8)."""
+        """This process took the session over after its owner died (docs/architecture.md §8)."""
         self.recovery = at.Recovery(lost_response_id)
         self.mailbox.put_urgent(self.recovery)
 

@@ -1,4 +1,4 @@
-"""Redis key names (DESIGN §5).
+"""Redis key names (docs/architecture.md §5).
 
 All keys of one session carry the hash tag ``{sid}`` so a script touching
 them stays on one slot; the owner's set carries ``{owner}``.

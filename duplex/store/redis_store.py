@@ -183,7 +183,8 @@ class RedisSessionStore:
         return bool(done)
 
     async def take_over(self, session_id: str, new_owner: str, now: float) -> SessionRecord:
-        """Own a session whose owner is dead (DESIGN §8); incarnation+1 fences it out.
+        """Own a session whose owner is dead (docs/architecture.md §8); incarnation+1
+        fences it out.
 
         A no-op returning the record when ``new_owner`` owns it already; raises
         ``SessionStateError(session_owned_elsewhere)`` while the owner lives.

@@ -1,5 +1,5 @@
 """How sessions end: disconnect grace, idle TTL, close, and resumes racing expiry
-(DESIGN §4 "Expiry" and "Close", I5 one terminal, admission slots).
+(docs/architecture.md §4 "Expiry" and "Close", I5 one terminal, admission slots).
 
 Real gateway processes with short timers (``--disconnect-grace-s 1``,
 ``--idle-ttl-s 1``, ``--reaper-interval-s 0.2``) and real WebSocket clients.

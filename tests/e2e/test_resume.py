@@ -1,4 +1,4 @@
-"""Detach, resume and takeover over real sockets (DESIGN §4 "Detach / resume", I4).
+"""Detach, resume and takeover over real sockets (docs/architecture.md §4 "Detach, resume", I4).
 
 Every test drives real ``duplex-gateway serve`` processes with real WebSocket
 clients. A socket dropped without a close frame (``transport.abort()``) detaches

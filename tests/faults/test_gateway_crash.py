@@ -1,7 +1,7 @@
 """A gateway dies (SIGKILL) or stops (SIGTERM) under a live session; another takes over.
 
-DESIGN §3 I3/I4 and §4: the session lives in Redis, so a second gateway on the same
-Redis takes it over (incarnation+1), replays the journal from the client's cursor,
+docs/architecture.md §3 I3/I4 and §4: the session lives in Redis, so a second gateway
+on the same Redis takes it over (incarnation+1), replays the journal from the client's cursor,
 closes the reply the dead process was generating with
 ``response.done{status: failed, reason: server_restarted}``, and the conversation goes on.
 """

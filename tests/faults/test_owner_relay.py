@@ -1,7 +1,7 @@
 """A resume that reaches another live process is served through the session's owner.
 
-DESIGN §8: two gateways share one Redis. A client that drops its socket on A and
-resumes on B (a load balancer's choice) is relayed to A frame for frame: no takeover
+docs/architecture.md §8: two gateways share one Redis. A client that drops its socket
+on A and resumes on B (a load balancer's choice) is relayed to A frame for frame: no takeover
 (incarnation stays 1), the reply in flight goes on to the end, every event arrives
 exactly once and in order, and close codes pass through (1000 still ends the
 session). When A dies under the relay the client gets 1012, and its next resume on B

@@ -1,7 +1,7 @@
 """Redis dies, hangs or is missing under a real gateway with real clients.
 
-The rule under test (DESIGN §3 I4, gateway/emitter.py): an event is journaled before it
-is sent; when the store cannot journal, the client gets an unjournaled
+The rule under test (docs/architecture.md §3 I4, gateway/emitter.py): an event is
+journaled before it is sent; when the store cannot journal, the client gets an unjournaled
 ``error{code: store_unavailable}`` instead, and once the store is back the journal is
 the truth again. So a client sees every event or an error in its place, never silence.
 """

@@ -1,5 +1,5 @@
 """Redis behind Sentinel: the gateway follows a failover, and durable writes wait
-for a replica (DESIGN §8, research/redis.md §6).
+for a replica (docs/architecture.md §8, research/redis.md §6).
 
 Real processes: a primary, replicas and a Sentinel (``tests/redis_server.py``), a
 gateway on ``redis+sentinel://``. With one replica acknowledgement required (the

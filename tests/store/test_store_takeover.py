@@ -1,4 +1,4 @@
-"""take_over after a crash (DESIGN §8, I3), set_config and list_owned."""
+"""take_over after a crash (docs/architecture.md §8, I3), set_config and list_owned."""
 
 from __future__ import annotations
 

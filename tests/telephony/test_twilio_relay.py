@@ -1,6 +1,6 @@
 """A call's second media stream that reaches another gateway process is relayed to
-the process owning the call's session (DESIGN §7–8): the conversation goes on, no
-takeover, no fork. Two signed gateways share one Redis and one Twilio auth token.
+the process owning the call's session (docs/architecture.md §7–8): the conversation
+goes on, no takeover, no fork. Two signed gateways share one Redis and one Twilio auth token.
 """
 
 from __future__ import annotations

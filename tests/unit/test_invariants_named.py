@@ -1,5 +1,5 @@
-"""Every invariant of DESIGN §3 (I1–I9) has tests named after it, so a reader
-finds what proves it: ``test_i<N>_…`` anywhere under ``tests/``."""
+"""Every invariant of docs/architecture.md §3 (I1–I9) has tests named after it, so a
+reader finds what proves it: ``test_i<N>_…`` anywhere under ``tests/``."""
 
 from __future__ import annotations
 

@@ -56,7 +56,7 @@ def test_probe_detects_a_forbidden_import() -> None:
     assert "asyncio" in json.loads(proc.stdout.strip().splitlines()[-1])["roots"]
 
 
-# -- who may import whom (DESIGN §2), read from the source -----------------------------
+# -- who may import whom (docs/architecture.md §2), read from the source ----------------
 
 REPO = CORE_DIR.parent
 

@@ -1,5 +1,5 @@
--- The reaper's claim (DESIGN §4 "Expiry"): hand each overdue session to exactly
--- one claimer, who then ends it (finish_expiry, or the owner's own close.lua).
+-- The reaper's claim (docs/architecture.md §4 "Expiry"): hand each overdue session to
+-- exactly one claimer, who then ends it (finish_expiry, or the owner's own close.lua).
 -- A session goes to its owner, or to anyone once its owner is dead (no live
 -- heartbeat in dg:owners): a live owner expires its own sessions, with cleanup.
 -- Claiming moves the sid from dg:leases to dg:expiring (score: claim deadline),

@@ -1,4 +1,4 @@
--- Admission + creation of a session, atomically (DESIGN §4 "Open").
+-- Admission + creation of a session, atomically (docs/architecture.md §4 "Open").
 -- KEYS: meta, leases, expiring, owner_sessions
 -- ARGV: sid, owner, token_digest, config, now, max_sessions, max_per_owner (0 = no limit),
 --       idle_ttl_s ('' = never), grace_s

@@ -1,5 +1,5 @@
--- Crash recovery (DESIGN §8, duplex.lease.take_over): a process takes a session
--- over once its owner's heartbeat is gone; incarnation+1 fences the old owner's
+-- Crash recovery (docs/architecture.md §8, duplex.lease.take_over): a process takes a
+-- session over once its owner's heartbeat is gone; incarnation+1 fences the old owner's
 -- writes out (I3). A second run finds new_owner owning it and changes nothing.
 -- The old owner's set is derived from the owner read here (one Redis, not Cluster).
 -- KEYS: meta, leases, owners, new owner's sessions
