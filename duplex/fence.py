@@ -6,7 +6,8 @@ session lexicographically by ``(incarnation, epoch, turn_id)``:
 
 - ``incarnation`` grows on every lease takeover by another process (I3);
 - ``epoch`` grows exactly once per accepted cancel or barge-in (I2);
-- ``turn_id`` grows once per committed user turn, and never resets.
+- ``turn_id`` grows once per response the session opens (a committed turn that asks
+  for a reply, or a ``response.create``), and never resets.
 
 Everything here is a pure comparison. Cancelling tasks is an optimisation;
 dropping whatever compares stale is the guarantee.
