@@ -1,4 +1,8 @@
-"""Stage engines: where a plugin's model code runs (``engines.base`` is the contract).
+"""Stage engines: where a plugin's model code runs.
+
+The contract has two faces: ``engines.stages``, what a plugin hands the engines
+(its stages and their model code), and ``engines.base``, what the orchestrator
+sees of an engine. Neither knows sessions, plugins or the duplex core.
 
 - ``in_process``: a ``StageModel`` on worker threads of this process;
 - ``on_loop``: a ``StageModel`` of microsecond steps on the event loop
@@ -14,7 +18,7 @@ for the gateway and the tests alike.
 from __future__ import annotations
 
 from engines.base import StageEngine
-from plugins.base import InProcessStage, LlamaCppStage, ResumableLlmStage, Stage
+from engines.stages import InProcessStage, LlamaCppStage, ResumableLlmStage, Stage
 
 
 def build_engine(index: int, stage: Stage) -> StageEngine:

@@ -1,4 +1,4 @@
-"""The engine contract: where model code runs, behind one small protocol.
+"""The engine contract as the orchestrator sees it: one small protocol.
 
 A ``StageEngine`` serves one stage of a plugin: it takes resumable requests
 (``submit_initial`` once, then ``submit_update`` per input), can abort them,
@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from plugins.base import StageResult
+from engines.stages import StageResult
 
 
 @dataclass(frozen=True, slots=True)

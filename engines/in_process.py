@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engines.base import Backpressure, StageOutput, UnknownRequest
-from plugins.base import StageModel
+from engines.stages import StageModel
 
 log = logging.getLogger(__name__)
 

@@ -69,7 +69,7 @@ from engines.llamacpp_server import (
     stream_completion,
 )
 from engines.resumable import Request, ResumableEngine
-from plugins.base import PromptChunk, ResumableAdapter
+from engines.stages import PromptChunk, ResumableAdapter
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engines.base import Backpressure, StageOutput, UnknownRequest
-from plugins.base import StageModel, StageResult
+from engines.stages import StageModel, StageResult
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from engines.base import StageOutput
-from plugins.base import PromptChunk, ResumableAdapter, StageResult
+from engines.stages import PromptChunk, ResumableAdapter, StageResult
 
 log = logging.getLogger(__name__)
 

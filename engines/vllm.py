@@ -4,7 +4,7 @@ Each stage request is ONE resumable vLLM request:
 ``AsyncLLM.generate(prompt=<async generator of StreamingInput>, ...)``. Its
 payloads become prompt chunks, so a conversation stays in the KV cache across
 turns and each turn only prefills what is new. A plugin-supplied
-``ResumableAdapter`` (``plugins.base``) turns payloads into ``PromptChunk``s
+``ResumableAdapter`` (``engines.stages``) turns payloads into ``PromptChunk``s
 (``plan``) and generated text into ``StageResult``s (``on_text``).
 
 vLLM's streaming-input rules, and what this engine does about them:
@@ -63,7 +63,7 @@ from typing import Any
 
 from engines.base import UnknownRequest
 from engines.resumable import Request, ResumableEngine
-from plugins.base import PromptChunk, ResumableAdapter
+from engines.stages import PromptChunk, ResumableAdapter
 
 log = logging.getLogger(__name__)
 

@@ -1,20 +1,21 @@
 """The model plugin interface: what the stages are and what their outputs mean.
 
-A plugin declares its capabilities, builds one ``StageModel`` per stage (run by
-the orchestrator's engines, off the event loop), gives each session a voice
-activity detector and a ``StagePlan`` (which stage hears what), and projects
-stage outputs into client-visible deltas.
+A plugin declares its capabilities, describes its stages (``engines.stages``:
+the engine contract, what model code each stage runs and where), gives each
+session a voice activity detector and a ``StagePlan`` (which stage hears what),
+and projects stage outputs into client-visible deltas.
 
 Stage payloads are plugin-private: the orchestrator routes them opaquely. What
 the core asks for is ``duplex.effects`` (a plan may hand those effects to its
-stages as they are); the rest of the shared vocabulary is below.
+stages as they are); the rest of the shared vocabulary is below. The gateway
+opens each stage request with its session's fence (``duplex.fence.Fence``) as
+the tag that a ``StageModel`` or ``ResumableAdapter`` gets in ``open``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -23,8 +24,8 @@ import numpy.typing as npt
 from duplex.config import TurnDetection
 from duplex.effects import PlanEffect
 from duplex.events import item_text
-from duplex.fence import Fence
 from duplex.tools import ToolSet
+from engines.stages import Stage
 
 Pcm = npt.NDArray[np.int16]
 
@@ -48,7 +49,7 @@ class Capabilities:
     output_modalities: tuple[str, ...] = ("audio", "text")
 
 
-# -- the plan: how a session's conversation becomes stage submissions -------------
+# -- the plan: how a session's conversation becomes stage submissions --------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +174,7 @@ class Context:
     tools: ToolSet | None = None
 
 
-# -- what stage outputs mean to a session ----------------------------------------
+# -- what stage outputs mean to a session ------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,39 +218,7 @@ class EndOfResponse:
 Delta = Transcript | Speech | TextOnly | FunctionCall | EndOfResponse
 
 
-@dataclass(frozen=True, slots=True)
-class StageResult:
-    """One output of a stage model.
-
-    ``segment_finished`` outputs are forwarded to the next stage (if any) as its
-    input; ``visible`` ones are also projected for the session.
-    """
-
-    payload: Any
-    segment_finished: bool = True
-    visible: bool = False
-
-
-# -- stage models and VAD --------------------------------------------------------
-
-
-class StageModel(Protocol):
-    """Synchronous model code for one stage; always called on a worker thread.
-
-    One ``StageModel`` serves every session of a process; per-request state is
-    what ``open`` returns.
-    """
-
-    def open(self, fence: Fence) -> Any:
-        """Start a resumable request; returns its state. Every payload, the first
-        included, then arrives through ``step``."""
-        ...
-
-    def step(self, state: Any, payload: Any) -> Iterator[StageResult]:
-        """Feed one input unit; yields outputs as they are ready."""
-        ...
-
-    def close(self, state: Any) -> None: ...
+# -- voice activity ----------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,132 +247,6 @@ class WordsSoFar(Protocol):
     def words_so_far(self) -> str: ...
 
 
-# -- resumable LLM stages -----------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class PromptChunk:
-    """One piece of a resumable request's prompt.
-
-    ``text`` is tokenised by the engine's tokenizer without special-token
-    insertion (ChatML markers in the text become their special tokens);
-    ``token_ids``, when given, are used as is instead. ``generate=False``: the
-    chunk only extends the context (``max_tokens`` is then ignored: 1, output
-    dropped). ``emit`` are results delivered when the chunk's turn comes (after
-    every earlier chunk's output), e.g. a canned reply. ``tag`` is the
-    adapter's own label, handed back with the chunk in ``on_text``.
-
-    ``speculative``: a guess at the next generating chunk (e.g. the reply to
-    the words heard so far, planned before the turn ends). It changes nothing
-    in the context: an engine may start generating it ahead, holding what it
-    generates (no ``on_text``), and *adopts* it when the next chunk planned
-    generates from the same ``text``: the held text then goes to ``on_text``
-    as that chunk's, and generation goes on. Any other next chunk, or a newer
-    guess, throws it away; so does an engine that is busy. A speculative chunk
-    that does not generate withdraws the guess (stops it, if it runs). An
-    engine may ignore guesses altogether (the vLLM engine does).
-
-    ``sampling``: completion options for this chunk's generation only, merged
-    over the stage's ``sampling`` (e.g. llama.cpp's ``grammar`` for a tool
-    call). Engine-specific: the llama.cpp engine merges them; the vLLM engine
-    ignores them. A guess is adopted only by a chunk with the same options.
-    """
-
-    text: str = ""
-    token_ids: tuple[int, ...] | None = None
-    generate: bool = False
-    max_tokens: int = 1
-    emit: tuple[StageResult, ...] = ()
-    tag: Any = None
-    speculative: bool = False
-    sampling: Mapping[str, Any] | None = None
-
-
-class ResumableAdapter(Protocol):
-    """Plugin code that maps a stage's payloads onto one resumable LLM request.
-
-    Every method is called on the engine's thread, one request's calls in
-    order, never concurrently for the same request.
-    """
-
-    def open(self, fence: Fence) -> Any:
-        """A new request; returns its state."""
-        ...
-
-    def plan(self, state: Any, payload: Any) -> PromptChunk | None:
-        """The chunk for one payload (``None``: nothing to add). Called when the
-        payload is submitted, possibly while earlier chunks still generate:
-        ``state`` should track the context *as planned*. A ``speculative``
-        chunk must leave ``state`` as it was (it is only a guess)."""
-        ...
-
-    def on_text(self, state: Any, chunk: PromptChunk, delta: str,
-                finished: bool) -> Sequence[StageResult]:
-        """Generated text of ``chunk`` (a generating chunk); ``finished`` on its
-        last delta (which may be ""). Returns the stage's outputs."""
-        ...
-
-    def restart(self, state: Any, chunk: PromptChunk, budget: int,
-                count_tokens: Callable[[str], int]) -> PromptChunk | None:
-        """The context is full: a self-contained replacement for ``chunk`` (same
-        ``generate``/``max_tokens``/``tag``) that re-creates the conversation
-        compactly in at most ``budget`` tokens, or ``None`` to fail the request."""
-        ...
-
-    def close(self, state: Any) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class InProcessStage:
-    """A stage whose ``StageModel`` runs on ``threads`` worker threads of this
-    process; ``threads=0`` runs it on the event loop, which only a model whose
-    every step takes microseconds and never blocks may ask for (``engines.in_process``)."""
-
-    name: str
-    model: StageModel
-    threads: int = 1
-
-
-@dataclass(frozen=True, slots=True)
-class ResumableLlmStage:
-    """A stage served by a vLLM engine: one resumable request per session epoch
-    (``AsyncLLM`` with streaming input).
-
-    ``adapter`` turns payloads into prompt chunks and generated text into stage
-    results.
-    """
-
-    name: str
-    adapter: ResumableAdapter
-    model_dir: Path
-    engine_args: Mapping[str, Any] = field(default_factory=dict)
-    sampling: Mapping[str, Any] | None = None  # vLLM SamplingParams fields
-
-
-@dataclass(frozen=True, slots=True)
-class LlamaCppStage:
-    """A stage served by an in-process llama.cpp server (``xllamacpp``): one
-    resumable request per session epoch, continued through llama.cpp's prompt
-    cache, so each turn prefills only its new tokens.
-
-    ``model`` is a GGUF file's path, or a Hugging Face repo id
-    (``owner/name`` or ``owner/name:file.gguf``) that llama.cpp downloads
-    (online machines only); ``n_ctx`` the context of one session (one
-    llama.cpp slot), ``parallel`` how many slots generate at once (sessions
-    beyond that wait for a slot; their prompts are kept in llama.cpp's RAM
-    cache), ``threads`` the CPU threads of the model.
-    """
-
-    name: str
-    adapter: ResumableAdapter
-    model: str
-    n_ctx: int = 4096
-    threads: int = 1
-    parallel: int = 4
-    sampling: Mapping[str, Any] | None = None  # llama.cpp completion fields
-
-
-Stage = InProcessStage | ResumableLlmStage | LlamaCppStage
 Progress = Callable[[str], None]
 
 

@@ -29,16 +29,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from duplex import effects as fx
-from plugins.base import (
-    AudioUnit,
-    Capabilities,
-    Context,
-    Pcm,
-    SessionView,
-    StageResult,
-    Submit,
-    history_item,
-)
+from engines.stages import StageResult
+from plugins.base import AudioUnit, Capabilities, Context, Pcm, SessionView, Submit, history_item
 
 LISTEN, THINK, SPEAK = 0, 1, 2
 

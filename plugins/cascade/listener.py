@@ -41,7 +41,8 @@ import numpy.typing as npt
 
 from duplex import effects as fx
 from duplex.fence import Fence
-from plugins.base import AudioUnit, Pcm, StageResult
+from engines.stages import StageResult
+from plugins.base import AudioUnit, Pcm
 from plugins.cascade.payloads import Draft, UserTurn
 from plugins.listen_think_speak import Relay, relay
 

@@ -25,7 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from plugins.base import LlamaCppStage, Progress, ResumableAdapter, ResumableLlmStage
+from engines.stages import LlamaCppStage, ResumableAdapter, ResumableLlmStage
+from plugins.base import Progress
 from plugins.cascade import bundled
 from plugins.cascade.model_cache import MODEL_NAME as SMOLLM2
 from plugins.cascade.thinker import ENGINE_ARGS, LLAMACPP_SAMPLING, SAMPLING

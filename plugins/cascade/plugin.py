@@ -27,15 +27,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from duplex.config import TurnDetection
-from plugins.base import (
-    Capabilities,
-    Delta,
-    InProcessStage,
-    Progress,
-    Stage,
-    StagePlan,
-    VoiceActivityDetector,
-)
+from engines.stages import InProcessStage, Stage
+from plugins.base import Capabilities, Delta, Progress, StagePlan, VoiceActivityDetector
 from plugins.cascade import projection
 from plugins.cascade.listener import DRAFT_PAUSE_MS, ListenerModel, WhisperAsr
 from plugins.cascade.llm import LlmChoice

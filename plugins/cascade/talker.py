@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 
 from duplex.fence import Fence
-from plugins.base import EndOfResponse, Pcm, StageResult
+from engines.stages import StageResult
+from plugins.base import EndOfResponse, Pcm
 from plugins.cascade.payloads import Clause, SpokenClause, ToolCall
 
 RATE = 22050  # the joe voice's sample rate

@@ -66,7 +66,8 @@ from typing import Any
 from duplex import effects as fx
 from duplex.fence import Fence
 from duplex.tools import NO_TOOLS, ToolSet
-from plugins.base import Context, PromptChunk, StageResult
+from engines.stages import PromptChunk, StageResult
+from plugins.base import Context
 from plugins.cascade import tool_calls as tc
 from plugins.cascade.clauses import ClauseSplitter as ClauseSplitter  # re-exported: it lived here
 from plugins.cascade.clauses import clean_markdown as clean_markdown  # re-exported

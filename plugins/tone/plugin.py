@@ -12,17 +12,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from duplex.config import TurnDetection
+from engines.stages import InProcessStage, Stage, StageModel
 from plugins.base import (
     Capabilities,
     Delta,
     EndOfResponse,
     FunctionCall,
-    InProcessStage,
     PluginStatus,
     Progress,
     Speech,
-    Stage,
-    StageModel,
     StagePlan,
     Transcript,
     VoiceActivityDetector,

@@ -13,15 +13,8 @@ import numpy as np
 from duplex import effects as fx
 from duplex.fence import Fence
 from duplex.tools import NO_TOOLS, ToolSet
-from plugins.base import (
-    AudioUnit,
-    Context,
-    EndOfResponse,
-    HistoryItem,
-    Pcm,
-    StageResult,
-    history_item,
-)
+from engines.stages import StageResult
+from plugins.base import AudioUnit, Context, EndOfResponse, HistoryItem, Pcm, history_item
 from plugins.listen_think_speak import Relay, relay
 from plugins.tone import calls, reply
 from plugins.tone.levels import Framer, frame_len, frame_powers, mean_square, threshold_dbfs

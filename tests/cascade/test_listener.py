@@ -15,7 +15,8 @@ import pytest
 from effect_helpers import commit, discard
 
 from duplex.fence import Fence
-from plugins.base import AudioUnit, Pcm, StageResult, Transcript
+from engines.stages import StageResult
+from plugins.base import AudioUnit, Pcm, Transcript
 from plugins.cascade.listener import (
     MAX_TURN_S,
     ListenerModel,

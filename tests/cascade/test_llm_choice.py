@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from plugins.base import LlamaCppStage, ResumableLlmStage
+from engines.stages import LlamaCppStage, ResumableLlmStage
 from plugins.cascade import bundled
 from plugins.cascade.llm import DEFAULT_MODEL, LlmChoice, LlmConfigError
 from plugins.cascade.model_cache import ModelCacheError

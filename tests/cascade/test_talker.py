@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from duplex.fence import Fence
+from engines.stages import StageResult
 from gateway.audio import resample
-from plugins.base import EndOfResponse, Pcm, Speech, StageResult
+from plugins.base import EndOfResponse, Pcm, Speech
 from plugins.cascade.listener import WhisperAsr
 from plugins.cascade.payloads import Clause, SpokenClause, UserTurn
 from plugins.cascade.projection import project

@@ -12,7 +12,7 @@ from engine_router import Router
 
 from engines import build_engine
 from engines.llamacpp import LlamaCppEngine, Prefill
-from plugins.base import LlamaCppStage
+from engines.stages import LlamaCppStage
 from plugins.cascade.llm import LlmChoice
 from plugins.cascade.model_cache import ModelCacheError
 from plugins.cascade.thinker import ThinkerAdapter

@@ -28,7 +28,7 @@ from duplex.fence import Fence
 from engines import build_engine
 from engines.base import Backpressure, StageOutput, UnknownRequest
 from engines.llamacpp import MAX_PENDING_INPUTS, LlamaCppEngine
-from plugins.base import LlamaCppStage, PromptChunk, StageResult
+from engines.stages import LlamaCppStage, PromptChunk, StageResult
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300),
               pytest.mark.asyncio(loop_scope="module")]

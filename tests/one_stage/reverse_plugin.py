@@ -21,20 +21,18 @@ import numpy as np
 from duplex import effects as fx
 from duplex.config import TurnDetection
 from duplex.fence import Fence
+from engines.stages import InProcessStage, Stage, StageResult
 from plugins.base import (
     AudioUnit,
     Capabilities,
     Delta,
     EndOfResponse,
-    InProcessStage,
     Pcm,
     PluginStatus,
     Progress,
     SessionView,
     Speech,
-    Stage,
     StagePlan,
-    StageResult,
     Submit,
     Transcript,
     VoiceActivityDetector,

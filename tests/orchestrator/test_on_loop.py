@@ -15,7 +15,7 @@ from engines import build_engine, on_loop
 from engines.base import Backpressure
 from engines.in_process import InProcessEngine
 from engines.on_loop import LoopEngine
-from plugins.base import InProcessStage, StageResult
+from engines.stages import InProcessStage, StageResult
 
 LIMIT = on_loop.MAX_UNDELIVERED_OUTPUTS
 

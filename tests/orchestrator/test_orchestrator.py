@@ -12,9 +12,9 @@ import pytest
 from duplex.fence import Fence
 from engines.base import StageOutput, UnknownRequest
 from engines.in_process import InProcessEngine
+from engines.stages import StageResult
 from orchestrator.base import StagePool
 from orchestrator.duplex import DuplexOrchestrator, request_id
-from plugins.base import StageResult
 
 SID = "sess_test"
 

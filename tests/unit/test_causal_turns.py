@@ -27,15 +27,8 @@ from duplex.config import SessionConfig, TurnDetection
 from duplex.fence import Fence
 from duplex.session import SessionCore
 from duplex.tools import ToolSet
-from plugins.base import (
-    Capabilities,
-    Context,
-    HistoryItem,
-    Pcm,
-    StageResult,
-    Submit,
-    history_item,
-)
+from engines.stages import StageResult
+from plugins.base import Capabilities, Context, HistoryItem, Pcm, Submit, history_item
 from plugins.listen_think_speak import LISTEN, THINK, ListenThinkSpeakPlan, Relay
 from plugins.tone.payloads import Heard
 from plugins.tone.stages import ListenModel

@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from duplex.fence import Fence
-from plugins.base import Context, HistoryItem, PromptChunk
+from engines.stages import PromptChunk
+from plugins.base import Context, HistoryItem
 from plugins.cascade.payloads import Draft, UserTurn
 from plugins.cascade.thinker import ThinkerAdapter, ThinkerState
 

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from duplex import effects as fx
 from duplex.fence import Fence
 from duplex.tools import Tool, ToolChoice, ToolSet
-from plugins.base import Context, EndOfResponse, FunctionCall, HistoryItem, PromptChunk
+from engines.stages import PromptChunk
+from plugins.base import Context, EndOfResponse, FunctionCall, HistoryItem
 from plugins.cascade import projection
 from plugins.cascade.payloads import Clause, Draft, ToolCall, UserTurn
 from plugins.cascade.talker import PiperTts, TalkerModel

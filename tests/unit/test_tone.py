@@ -12,6 +12,7 @@ from effect_helpers import commit, start
 
 from duplex.config import AudioFormat, TurnDetection
 from duplex.fence import Fence
+from engines.stages import StageResult
 from gateway import audio
 from plugins.base import (
     AudioUnit,
@@ -20,7 +21,6 @@ from plugins.base import (
     DuplexModelPlugin,
     EndOfResponse,
     Speech,
-    StageResult,
     Transcript,
     VadEvent,
 )

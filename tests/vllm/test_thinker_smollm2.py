@@ -24,8 +24,9 @@ from vllm_helpers import LagProbe, Router, report, rss_mb, running, smollm2_engi
 
 from duplex.fence import Fence
 from engines.base import UnknownRequest
+from engines.stages import PromptChunk, StageResult
 from engines.vllm import VllmEngine
-from plugins.base import Context, HistoryItem, PromptChunk, StageResult
+from plugins.base import Context, HistoryItem
 from plugins.cascade.payloads import Clause, UserTurn
 from plugins.cascade.thinker import NOT_HEARD, ThinkerAdapter, ThinkerState
 

@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from duplex.fence import Fence
-from plugins.base import Context, HistoryItem, PromptChunk, StageResult
+from engines.stages import PromptChunk, StageResult
+from plugins.base import Context, HistoryItem
 from plugins.cascade.payloads import Clause, UserTurn
 from plugins.cascade.thinker import (
     DEFAULT_INSTRUCTIONS,

@@ -21,8 +21,8 @@ from vllm_helpers import Router, build_tiny_model, running
 
 from duplex.fence import Fence
 from engines.base import StageOutput, UnknownRequest
+from engines.stages import PromptChunk, StageResult
 from engines.vllm import VllmEngine, make_async_llm
-from plugins.base import PromptChunk, StageResult
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300),
               pytest.mark.asyncio(loop_scope="module")]

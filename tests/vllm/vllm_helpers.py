@@ -17,8 +17,8 @@ from typing import Any
 import engine_router
 
 from engines import build_engine
+from engines.stages import ResumableAdapter, ResumableLlmStage
 from engines.vllm import VllmEngine
-from plugins.base import ResumableAdapter, ResumableLlmStage
 
 
 def smollm2_engine(adapter: ResumableAdapter, *, max_model_len: int = 2048) -> VllmEngine:
