@@ -3,9 +3,9 @@
 A ``StageEngine`` serves one stage of a plugin: it takes resumable requests
 (``submit_initial`` once, then ``submit_update`` per input), can abort them,
 and yields ``StageOutput``s as an async stream. A request carries an opaque
-``tag`` from whoever submitted it (the duplex orchestrator's fence); the engine
-hands it to the plugin's model when the request opens and back with every
-output, and never looks inside. Nothing here knows about sessions.
+``tag`` from whoever submitted it (the gateway's: the session's fence); the
+engine hands it to the plugin's model when the request opens and back with
+every output, and never looks inside. Nothing here knows about sessions.
 """
 
 from __future__ import annotations

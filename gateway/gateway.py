@@ -41,10 +41,10 @@ from gateway.heap import PauseTimer
 from gateway.metrics import Metrics
 from gateway.restore import core_from_record, unfinished_response
 from gateway.runner_items import RunnerLimits
+from gateway.session_orchestrator import DuplexOrchestrator, session_of
 from gateway.session_runner import SessionRunner
 from gateway.store_watch import StoreWatch
 from orchestrator.base import StagePool
-from orchestrator.duplex import DuplexOrchestrator, session_of
 from plugins.base import DuplexModelPlugin
 from plugins.registry import load_plugin
 

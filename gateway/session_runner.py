@@ -43,9 +43,9 @@ from gateway.mailbox import Lane, Mailbox
 from gateway.metrics import Metrics
 from gateway.paced_audio import PacedAudio
 from gateway.reply_feed import ReplyFeed
+from gateway.session_orchestrator import DuplexOrchestrator
 from gateway.session_timers import SessionTimers
 from gateway.user_audio import UserAudio
-from orchestrator.duplex import DuplexOrchestrator
 from plugins import base as pb
 
 log = logging.getLogger(__name__)

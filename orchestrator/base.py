@@ -5,7 +5,8 @@ set is forwarded to the next stage's request — ``submit_initial`` the first
 time, ``submit_update`` after — unless a subclass intercepts it. Subclasses
 fill the seams (``_intercept_stage_output``, ``_on_stage_submitted``,
 ``_handle_forward_failure``, ``_downstream_request_id``); the dependency only
-ever points from the subclass to this base.
+ever points from the subclass to this base (the session-aware one is
+``gateway.session_orchestrator``).
 """
 
 from __future__ import annotations

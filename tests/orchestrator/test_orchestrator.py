@@ -13,8 +13,8 @@ from duplex.fence import Fence
 from engines.base import StageOutput, UnknownRequest
 from engines.in_process import InProcessEngine
 from engines.stages import StageResult
+from gateway.session_orchestrator import DuplexOrchestrator, request_id
 from orchestrator.base import StagePool
-from orchestrator.duplex import DuplexOrchestrator, request_id
 
 SID = "sess_test"
 

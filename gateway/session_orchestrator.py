@@ -1,5 +1,9 @@
 """``DuplexOrchestrator``: the session-aware orchestrator. It only fills seams.
 
+It lives with the session runtime, not in ``orchestrator/``: it is where
+sessions (fences, their errors) meet the generic ``orchestrator.base``, which
+like the engines knows no sessions; the dependency points from here to there.
+
 - request ids carry the fence: ``<sid>.i<incarnation>.e<epoch>.s<stage>``, so an
   epoch's requests (resumable, one per stage) are found and aborted together;
 - forwarded requests are bound to their session's fence (``_on_stage_submitted``)
