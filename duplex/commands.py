@@ -14,9 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import pybase64
-
 from duplex import fields as f
+from duplex import speedups
 from duplex.errors import InvalidRequest
 from duplex.tools import Tool, ToolChoice, parse_tool_choice, parse_tools
 
@@ -174,10 +173,12 @@ def decode_base64_audio(value: object) -> bytes:
                              code="missing_required_parameter", param="audio")
     if not isinstance(value, str):
         raise f.wrong_type("audio", "a base64 string", value)
-    try:
-        return pybase64.b64decode(value, validate=True)  # C (SIMD): ~6x the stdlib's speed
-    except ValueError:
-        pass  # the stdlib takes forms pybase64 refuses (excess padding): the same answer
+    fast = speedups.base64_decode
+    if fast is not None:
+        try:
+            return fast(value)
+        except ValueError:
+            pass  # the stdlib takes forms pybase64 refuses (excess padding): the same answer
     try:
         return base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):

@@ -21,15 +21,16 @@ offending value (``session.audio.input.turn_detection.threshold``), with the
 client's ``event_id`` when it has a usable one. Nothing else is raised for any
 input; a property test checks this.
 
-Two parsers, one answer. orjson (C) parses every frame first: what it takes
-is RFC 8259 JSON whose strings are Unicode text (it refuses lone surrogates,
-``NaN`` and numbers that overflow a double), so only the nesting and the
-integer range are left to look at, on the value. Whatever it refuses, a value
-nested too deep, and any number it read that is not plainly in range (it turns
-integers past 64 bits into floats, so a float beyond ±``MAX_INT`` may have been
-one) goes again through the stdlib parser with the hooks above, which knows
-each literal and so names each error exactly. A property test holds the two to
-the same answer for any text.
+Two parsers, one answer. Where orjson (C) is installed (``duplex.speedups``),
+it parses every frame first: what it takes is RFC 8259 JSON whose strings are
+Unicode text (it refuses lone surrogates, ``NaN`` and numbers that overflow a
+double), so only the nesting and the integer range are left to look at, on the
+value. Whatever it refuses, a value nested too deep, and any number it read
+that is not plainly in range (it turns integers past 64 bits into floats, so a
+float beyond ±``MAX_INT`` may have been one) goes again through the stdlib
+parser with the hooks above, which knows each literal and so names each error
+exactly; without orjson that parser reads every frame. A property test holds
+the two to the same answer for any text.
 """
 
 from __future__ import annotations
@@ -40,9 +41,8 @@ import re
 from dataclasses import dataclass
 from itertools import accumulate
 
-import orjson
-
 from duplex import commands as c
+from duplex import speedups
 from duplex.errors import InvalidRequest
 
 MAX_DEPTH = 32
@@ -179,13 +179,15 @@ def decode_json(text: str, *, max_bytes: int) -> object:
     if size > max_bytes:
         raise InvalidRequest(f"message of {size} bytes exceeds the {max_bytes}-byte limit",
                              code="event_too_large")
-    try:
-        value = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        pass  # the stdlib parser says exactly why, or takes what orjson would not
-    else:
-        if _plain(value):
-            return value
+    fast = speedups.json_loads
+    if fast is not None:
+        try:
+            value = fast(text)
+        except ValueError:  # orjson.JSONDecodeError is one
+            pass  # the stdlib parser says exactly why, or takes what orjson would not
+        else:
+            if _plain(value):
+                return value
     return _decode_exact(text)
 
 
