@@ -609,12 +609,12 @@ import gateway.cli as cli
 # uvicorn re-raises the SIGTERM it caught once it has shut down; exit cleanly then
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 if {nodelay!r}:
-    listen = cli._listen
+    listen = cli.listen
     def _listen(host, port):
         sock = listen(host, port)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return sock
-    cli._listen = _listen
+    cli.listen = _listen
 out = {out!r}
 # CPU time, not wall time: on a shared box a call that is descheduled (a write
 # that wakes Valkey on the same core) would otherwise be charged for the wait

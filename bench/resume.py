@@ -525,7 +525,7 @@ async def part1(gw: Gateway, redis: Any, resumes: int) -> str:
         out.append("  the gateway's socket for the client's ACK (Nagle's algorithm), not for Redis"
                    " (compare the raw XRANGE column). Check that accepted sockets")
         out.append("  get TCP_NODELAY: asyncio sets it only when the listener was made with "
-                   "IPPROTO_TCP (gateway/cli.py _listen).")
+                   "IPPROTO_TCP (gateway/serving.py listen).")
     return "\n".join(out)
 
 

@@ -3,24 +3,27 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
 import socket
 import sys
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gateway import log_setup
 from gateway.config import GatewayConfig, add_serve_arguments, from_args
-from gateway.http_limits import header_deadline, raise_open_files_limit
+from gateway.http_limits import raise_open_files_limit
+from gateway.serving import (
+    banners,
+    listen,
+    loop_factory,
+    reachable_at,
+    serve_on_loop,
+    uvicorn_config,
+)
 
 if TYPE_CHECKING:
-    import uvicorn
-    from starlette.applications import Starlette
-
     from duplex.store.supervisor import Supervisor
 
 
@@ -61,55 +64,10 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _listen(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets it knows are
-    # TCP, and Nagle would hold each small event back ~20 ms.
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(512)
-    sock.set_inheritable(True)
-    return sock
-
-
-def _reachable_at(host: str, port: int, *, tls: bool) -> str:
-    """The ws:// (wss:// with TLS) URL other gateway processes use to reach this one."""
-    if host in ("0.0.0.0", "::"):
-        host = socket.gethostname()
-    scheme = "wss" if tls else "ws"
-    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
-
-
 def _in_use(data_dir: Path, holder: int | None, url: str) -> str:
     by = f"another gateway (pid {holder})" if holder else "another gateway"
     return (f"duplex-gateway: the data dir {data_dir} is in use by {by}; give this one "
             f"its own --data-dir, or share that gateway's store with --redis-url {url}")
-
-
-def _loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """The event loop ``--loop`` names; None for asyncio's own. uvloop's I/O runs in
-    C (libuv), which cuts the per-message cost of the socket path."""
-    if choice == "asyncio":
-        return None
-    try:
-        import uvloop
-    except ImportError:
-        if choice == "uvloop":
-            raise SystemExit("duplex-gateway: --loop uvloop, but uvloop is not installed "
-                             "(pip install uvloop, or --loop asyncio)") from None
-        return None
-    return uvloop.new_event_loop
-
-
-def serve_on_loop(config: GatewayConfig, server: uvicorn.Server,
-                  sockets: list[socket.socket]) -> None:
-    """Run ``server`` on ``sockets`` in the event loop ``--loop`` names."""
-    factory = _loop_factory(config.loop)
-    logging.getLogger("duplex_gateway").debug(
-        "event loop: %s", "asyncio" if factory is None else "uvloop")
-    with asyncio.Runner(loop_factory=factory) as runner:
-        runner.run(server.serve(sockets=sockets))
 
 
 def serve(config: GatewayConfig) -> int:
@@ -118,7 +76,7 @@ def serve(config: GatewayConfig) -> int:
     from duplex.store.embedded import EmbeddedValkey
     from duplex.store.supervisor import Supervisor
 
-    _loop_factory(config.loop)  # an unusable --loop fails now, not after the store starts
+    loop_factory(config.loop)  # an unusable --loop fails now, not after the store starts
     secrets = (config.api_key or "", config.twilio_auth_token or "")
     log_setup.configure(config.log_level, config.log_format, secrets)
     before, after = raise_open_files_limit()
@@ -144,14 +102,14 @@ def serve(config: GatewayConfig) -> int:
 
             return supervise(config)
         try:
-            sock = _listen(config.host, config.port)
+            sock = listen(config.host, config.port)
         except OSError as exc:
             print(f"duplex-gateway: cannot listen on {config.host}:{config.port}: {exc}",
                   file=sys.stderr)
             return 1
         host, port = sock.getsockname()[:2]
         if config.advertise_url is None:
-            config = replace(config, advertise_url=_reachable_at(host, port, tls=config.tls))
+            config = replace(config, advertise_url=reachable_at(host, port, tls=config.tls))
         listening, ready = banners(config, host, port)
         print(listening, flush=True)
         run_server(config, [sock], on_ready=ready, embedded=embedded)
@@ -159,17 +117,6 @@ def serve(config: GatewayConfig) -> int:
     finally:
         if embedded is not None:
             embedded.stop()
-
-
-def banners(config: GatewayConfig, host: str, port: int, note: str = "") -> tuple[str, str]:
-    """The "listening" line, and the "ready" line printed once sessions can start."""
-    shown = f"[{host}]" if ":" in host else host
-    http, ws = ("https", "wss") if config.tls else ("http", "ws")
-    ready = (f"duplex-gateway ready: {http}://{shown}:{port}/  "
-             f"(plugin {config.plugin}, realtime {ws}://{shown}:{port}/v1/realtime{note})")
-    listening = (f"duplex-gateway listening: {http}://{shown}:{port}/ (getting ready; "
-                 f"/readyz says what it waits for)")
-    return listening, ready
 
 
 def run_server(config: GatewayConfig, sockets: list[socket.socket], *, on_ready: str,
@@ -183,22 +130,6 @@ def run_server(config: GatewayConfig, sockets: list[socket.socket], *, on_ready:
     if embedded is not None:
         app.state.gateway.watch_store_server(embedded)
     serve_on_loop(config, uvicorn.Server(uvicorn_config(config, app)), sockets)
-
-
-def uvicorn_config(config: GatewayConfig, app: Starlette) -> uvicorn.Config:
-    import uvicorn
-
-    from gateway.ws_reads import DirectReads
-
-    return uvicorn.Config(
-        app, log_level=config.log_level, lifespan="on",
-        ws_max_size=max(16 * 1024 * 1024, 2 * config.max_message_bytes),
-        ws_ping_interval=20.0, ws_ping_timeout=20.0, log_config=None,
-        ws_per_message_deflate=config.ws_compression == "deflate",
-        ssl_certfile=config.ssl_certfile, ssl_keyfile=config.ssl_keyfile,
-        http=header_deadline(config.header_timeout_s), ws=DirectReads,
-        limit_concurrency=config.max_connections or None,
-        timeout_graceful_shutdown=max(1, round(config.shutdown_timeout_s)))
 
 
 def main(argv: list[str] | None = None) -> int:

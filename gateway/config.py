@@ -243,3 +243,19 @@ def _check(config: GatewayConfig) -> None:
     except ValueError as exc:
         raise SystemExit(f"--allowed-origins: {str(exc)!r:.80} is not an origin (scheme://host, "
                          "scheme://host:port, scheme://host:* or *)") from None
+
+
+# -- a configuration handed to another process (each worker of --workers N) --------
+
+
+def encode_config(config: GatewayConfig) -> dict[str, Any]:
+    """The configuration as JSON values (paths as text)."""
+    return {f.name: None if (v := getattr(config, f.name)) is None
+            else str(v) if isinstance(v, Path) else v for f in fields(GatewayConfig)}
+
+
+def decode_config(values: dict[str, Any]) -> GatewayConfig:
+    """The configuration ``encode_config`` gave, exactly."""
+    typed: dict[str, Any] = {name: None if v is None else _FLAGS[name][0](v)
+                             for name, v in values.items()}
+    return GatewayConfig(**typed)

@@ -21,10 +21,11 @@ import uvicorn
 
 from gateway import log_setup
 from gateway.app import create_app
-from gateway.cli import serve_on_loop, uvicorn_config
+from gateway.config import decode_config
 from gateway.gateway import Gateway
 from gateway.http_limits import raise_open_files_limit
-from gateway.workers import READY_MARK, decode
+from gateway.serving import serve_on_loop, uvicorn_config
+from gateway.workers import READY_MARK
 
 READY_POLL_S = 0.2  # how often a starting worker asks whether it is ready yet
 
@@ -71,11 +72,12 @@ class _ListenWhenReady(uvicorn.Server):
 def main() -> int:
     """The gateway on the sockets the parent passed."""
     spec = json.loads(sys.stdin.read())
-    config = replace(decode(spec["config"]), advertise_url=spec["relay"], workers=1)
+    config = replace(decode_config(spec["config"]), advertise_url=spec["relay"], workers=1)
     log_setup.configure(config.log_level, config.log_format,
                         (config.api_key or "", config.twilio_auth_token or ""))
     raise_open_files_limit()
-    # socket(fileno=) reads the family, type and protocol back (IPPROTO_TCP: see _listen)
+    # socket(fileno=) reads the family, type and protocol back (IPPROTO_TCP: see
+    # gateway.serving.listen)
     public = socket.socket(fileno=spec["public_fd"])
     private = socket.socket(fileno=spec["private_fd"])
     app = create_app(config, settle_heap=True)

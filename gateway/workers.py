@@ -49,14 +49,12 @@ import logging
 import signal
 import socket
 import sys
-from dataclasses import dataclass, fields
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from duplex.store.embedded import die_with_parent
-from gateway.cli import _listen, _reachable_at, banners
-from gateway.config import _FLAGS, GatewayConfig
+from gateway.config import GatewayConfig, encode_config
+from gateway.serving import banners, listen, reachable_at
 
 log = logging.getLogger("duplex_gateway")
 
@@ -111,7 +109,7 @@ def supervise(config: GatewayConfig) -> int:
         hold = _bound(config.host, config.port)
         host, port = hold.getsockname()[:2]
         for index in range(config.workers):
-            private = _listen(config.host, 0)
+            private = listen(config.host, 0)
             slots.append(_Slot(index, private, _relay_url(config, private)))
     except OSError as exc:
         for sock in [hold, *(slot.private for slot in slots)]:
@@ -138,7 +136,7 @@ def _bound(host: str, port: int) -> socket.socket:
     """A TCP socket bound to ``host:port`` with ``SO_REUSEPORT``, not listening: it
     gets connections only once it listens."""
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET,
-                         socket.SOCK_STREAM, socket.IPPROTO_TCP)  # IPPROTO_TCP: see _listen
+                         socket.SOCK_STREAM, socket.IPPROTO_TCP)  # IPPROTO_TCP: see listen
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
@@ -153,7 +151,7 @@ def _relay_url(config: GatewayConfig, private: socket.socket) -> str:
     """Where the other workers and gateways reach this worker's sessions."""
     host, port = private.getsockname()[:2]
     if config.advertise_url is None:
-        return _reachable_at(host, port, tls=config.tls)
+        return reachable_at(host, port, tls=config.tls)
     parts = urlsplit(config.advertise_url)
     name = parts.hostname or host
     name = f"[{name}]" if ":" in name else name
@@ -204,7 +202,7 @@ async def _spawn(sup: _Supervision, slot: _Slot) -> asyncio.subprocess.Process:
     public = _bound(sup.config.host, sup.port)
     fds = (public.fileno(), slot.private.fileno())
     spec = {"index": slot.index, "public_fd": fds[0], "private_fd": fds[1],
-            "relay": slot.relay, "config": encode(sup.config)}
+            "relay": slot.relay, "config": encode_config(sup.config)}
     try:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "gateway.worker", stdin=asyncio.subprocess.PIPE,
@@ -252,17 +250,3 @@ def _described(status: int) -> str:
             return f"was killed by {signal.Signals(-status).name}"
         return f"was killed by signal {-status}"
     return f"exited with status {status}"
-
-
-# -- the configuration, parent to worker ----------------------------------------------
-
-
-def encode(config: GatewayConfig) -> dict[str, Any]:
-    return {f.name: None if (v := getattr(config, f.name)) is None
-            else str(v) if isinstance(v, Path) else v for f in fields(GatewayConfig)}
-
-
-def decode(values: dict[str, Any]) -> GatewayConfig:
-    typed: dict[str, Any] = {name: None if v is None else _FLAGS[name][0](v)
-                             for name, v in values.items()}
-    return GatewayConfig(**typed)

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from gateway import cli
+from gateway import serving
 from gateway.config import GatewayConfig, add_serve_arguments, from_args
 
 
@@ -62,14 +62,14 @@ def test_allowed_origins_from_the_environment() -> None:
 def test_the_event_loop_is_uvloop_unless_asyncio_is_asked_for() -> None:
     uvloop = pytest.importorskip("uvloop")
     assert config_of([]).loop == "auto"
-    assert cli._loop_factory("auto") is uvloop.new_event_loop
-    assert cli._loop_factory("uvloop") is uvloop.new_event_loop
-    assert cli._loop_factory("asyncio") is None
+    assert serving.loop_factory("auto") is uvloop.new_event_loop
+    assert serving.loop_factory("uvloop") is uvloop.new_event_loop
+    assert serving.loop_factory("asyncio") is None
 
 
 def test_without_uvloop_auto_falls_back_and_an_explicit_uvloop_is_refused(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "uvloop", None)  # as where it is not installed
-    assert cli._loop_factory("auto") is None
+    assert serving.loop_factory("auto") is None
     with pytest.raises(SystemExit, match="uvloop is not installed"):
-        cli._loop_factory("uvloop")
+        serving.loop_factory("uvloop")

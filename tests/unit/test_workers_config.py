@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.config import GatewayConfig
-from gateway.workers import _relay_url, decode, encode
+from gateway.config import GatewayConfig, decode_config, encode_config
+from gateway.workers import _relay_url
 
 
 @pytest.fixture
@@ -29,7 +29,7 @@ def test_a_worker_gets_the_parents_configuration_exactly() -> None:
                            redis_url="unix:///tmp/d/valkey/valkey.sock", workers=4,
                            shutdown_timeout_s=2.5, ssl_certfile=Path("/c.pem"),
                            redis_replica_acks=None)
-    assert decode(json.loads(json.dumps(encode(config)))) == config
+    assert decode_config(json.loads(json.dumps(encode_config(config)))) == config
 
 
 def test_each_worker_advertises_its_own_relay_port(private: socket.socket) -> None:
