@@ -256,8 +256,6 @@ class ThinkerAdapter:
         if tools.callable and tools.tools != state.tools.tools:
             # this response's own tools: offered for it alone, in its own turn
             head += self._add(state, "system", tc.tools_block(tools.tools), seq, droppable=True)
-        elif not tools.callable and state.tools.callable:
-            head += self._add(state, "system", tc.NO_CALL, seq, droppable=True)
         # The reply to a tool's output speaks it: the nudge towards calling that a
         # question needs made the model call the same tool again here (the spoken
         # tool quiz: 17 of 19 follow-ups; without the bias "The" led "{" by 0.3 nats).

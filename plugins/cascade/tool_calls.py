@@ -40,7 +40,6 @@ OPEN, CLOSE = "<tool_call>", "</tool_call>"
 BARE = '{"name"'  # a call without its tags, as small models often write one
 _STARTS = (OPEN, BARE)
 _NUDGE = "Call a function whenever one can answer the user; never describe a call in words."
-NO_CALL = "Answer this in words: do not call a function now."
 MAX_CALLS = 4  # calls in one reply: a greedy model may repeat one otherwise
 CALL_BIAS = 1.0  # logit bias for '{"' under auto (see above); a mid-reply '{"' is rare
 # llama.cpp's "word" trigger type (common_grammar_trigger_type: token 0, word 1).
@@ -131,13 +130,18 @@ def call_sampling(toolset: ToolSet | None, *,
     """llama.cpp completion options for a reply under ``toolset``: under
     ``auto`` a lazy grammar, idle until the model starts a call; under
     ``required`` or a named tool a grammar the whole reply must match; None
-    without tools. Under ``none`` only the tags are kept, so a call the model
-    writes anyway is seen (and dropped), never spoken."""
+    without tools. Under ``none`` a bare call's first token is banned (a
+    false bias: never sampled; the model writes its calls bare) instead of
+    asked against in words: a system turn saying "do not call a function now"
+    was what the reply then answered ("Do not call a function now.", the spoken
+    tool quiz: 1 of 12 follow-ups used the tool's result). The tags are kept,
+    so a call the model writes anyway is seen (and dropped), never spoken."""
     if toolset is None or not toolset.tools:
         return None
     # the tags are special tokens: without this llama.cpp drops them from the text
     options: dict[str, Any] = {"preserved_tokens": [OPEN, CLOSE]}
     if not toolset.callable:
+        options["logit_bias"] = [['{"', False]]
         return options
     lazy = not toolset.must_call
     options["grammar"] = call_grammar([(t.name, t.parameters) for t in toolset.callable],

@@ -119,3 +119,39 @@ async def test_a_joke_is_words_unless_a_call_is_required(thinker: Thinker) -> No
     assert [c.name for c in forced.calls] == ["get_weather"] and not forced.words.strip()
     valid_weather_arguments(forced.calls[0].arguments)
     await thinker.engine.abort([chat.rid])
+
+
+
+FLIGHT = Tool("lookup_flight", "Look up a flight's status by its number.", {
+    "type": "object", "properties": {"number": {"type": "string"}}, "required": ["number"]})
+TIMER = Tool("set_timer", "Start a countdown timer.", {
+    "type": "object", "properties": {"minutes": {"type": "integer"}}, "required": ["minutes"]})
+# (question, tool, its output, words the answer must carry one of)
+FOLLOW_UPS = [
+    ("Is flight BA117 on time?", "lookup_flight", {"status": "delayed", "minutes_late": 45},
+     ("delay", "45")),
+    ("What's the weather in Oslo?", "get_weather", {"temperature_c": -3, "sky": "snow"},
+     ("snow", "-3", "3 degrees", "minus")),
+    ("Set a timer for ten minutes.", "set_timer", {"ok": True, "rings_at": "16:45"},
+     ("16:45", "4:45", "set", "start")),
+]
+
+
+@pytest.mark.parametrize(("question", "tool", "result", "said"), FOLLOW_UPS)
+async def test_under_tool_choice_none_the_reply_speaks_the_result(
+        thinker: Thinker, question: str, tool: str, result: dict[str, object],
+        said: tuple[str, ...]) -> None:
+    # under "none" the follow-up cannot call again, and it answers the result, not
+    # an instruction not to call ("Do not call a function now.")
+    chat = Chat(thinker)
+    tools = ToolSet((WEATHER, FLIGHT, TIMER))
+    await chat.open(Context(None, (), tools))
+    asked = await chat.reply(UserTurn(1, "item_1", question, True))
+    assert [c.name for c in asked.calls] == [tool], asked
+    output = HistoryItem("tool", json.dumps(result), "function_call_output", call_id="call_1")
+    await thinker.engine.submit_update(chat.rid, Context(None, (output,)))
+    answer = await chat.reply(fx.StartResponse(chat.fence.with_turn(2), "resp_2", None,
+                                               replace(tools, choice=ToolChoice("none"))))
+    assert not answer.calls
+    assert any(word in answer.words.lower() for word in said), answer
+    await thinker.engine.abort([chat.rid])

@@ -125,7 +125,8 @@ def test_the_grammar_follows_the_tool_choice() -> None:
                                      '{"zone": "UTC"}}</tool_call>')
     none = plan(a, s, _start(4, ToolSet(AUTO.tools, ToolChoice("none"))))
     assert none.sampling is not None and "grammar" not in none.sampling
-    assert "do not call a function" in none.text
+    assert none.sampling["logit_bias"] == [['{"', False]]  # banned, not asked against
+    assert "do not call" not in none.text  # a system turn the reply would answer
     assert auto.max_tokens > none.max_tokens  # room for a call's arguments
     session_tools = plan(a, s, start(5))  # tools None: the session's
     assert session_tools.sampling == auto.sampling
