@@ -27,7 +27,7 @@ from twilio_emulator import Emulator, new_sid, parse_twiml
 from twilio_helpers import AUTH_TOKEN
 
 from gateway.log_redaction import MASK
-from gateway.telephony.security import twilio_signature
+from gateway.telephony.twilio import twilio_signature
 
 KEY = "dg-key-" + secrets.token_hex(16)
 WRONG = "dg-wrong-" + secrets.token_hex(16)
