@@ -89,11 +89,11 @@ Control = Ignore | Report | Keypress | Hangup | Hello | StreamStart | Refuse
 Inbound = c.Command | Control
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # one per event sent: a frozen one costs twice as much to build
 class Rendered:
     """One outbound event in a protocol: the frames to send, in order, and what the
     transport itself answers the session (Twilio: the truncate of a barge-in, at
-    the playback its marks acknowledged)."""
+    the playback its marks acknowledged). Not to be changed once made."""
 
     frames: tuple[Frame, ...] = ()
     answer: c.Command | None = None

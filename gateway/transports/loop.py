@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from duplex import commands as c
 from duplex.errors import DuplexError, SessionStateError
 from gateway.transports.attachment import SocketAttachment
-from gateway.transports.codec import Frame, Hangup, Ignore, Inbound, Keypress, Report
+from gateway.transports.codec import Control, Frame, Hangup, Ignore, Keypress, Report
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,10 @@ class _Reader:
             if attachment.unconfirmed:
                 attachment.unconfirmed = False
                 self.session.confirm_token(attachment.generation)
-            self._dispatch(parsed)
+            if isinstance(parsed, c.Command):  # nearly every frame: audio
+                attachment.submit(parsed)
+            else:
+                self._control(parsed)
         except Exception:  # a bug of ours on one frame: that frame fails, not the session
             attachment.warnings.warning("failed", "%s: a client message failed",
                                         attachment.name, exc_info=True)
@@ -125,11 +128,9 @@ class _Reader:
                                             code="internal_error"))
         return None
 
-    def _dispatch(self, parsed: Inbound) -> None:
+    def _control(self, parsed: Control) -> None:
         attachment = self.attachment
         match parsed:
-            case c.Command():
-                attachment.submit(parsed)
             case Report(error):
                 self.session.report(error)
             case Keypress(digit):
