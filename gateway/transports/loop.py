@@ -64,7 +64,8 @@ async def read(attachment: SocketAttachment, on_hangup: OnHangup | None = None,
     if reader.hangup is not None:
         session.client_closed(reader.hangup.reason)
         if on_hangup is not None:
-            await on_hangup()
+            # the session's end may close the socket (and cancel this reader) first
+            await asyncio.shield(on_hangup())
         return
     attachment.ended.set()
     reason = attachment.codec.ends_session(frames.close_code)
