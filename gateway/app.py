@@ -20,7 +20,7 @@ from gateway.auth import AccessPolicy
 from gateway.config import GatewayConfig
 from gateway.gateway import Gateway
 from gateway.realtime import realtime_endpoint
-from gateway.twilio import TwilioBridge, twilio_routes
+from gateway.telephony.twilio import twilio_routes
 
 log = logging.getLogger("duplex_gateway")
 
@@ -107,11 +107,10 @@ def create_app(config: GatewayConfig, *, on_ready: str | None = None,
         Route("/metrics", metrics),
         WebSocketRoute("/v1/realtime", realtime_endpoint),
         WebSocketRoute("/realtime", realtime_endpoint),
-        *twilio_routes(access),
+        *twilio_routes(access, config),
         Mount("/", StaticFiles(directory=web_demo_dir(), html=True), name="web_demo"),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.gateway = gateway
     app.state.access = access
-    app.state.twilio = TwilioBridge(config)
     return app

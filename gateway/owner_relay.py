@@ -27,12 +27,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from starlette.websockets import WebSocket, WebSocketDisconnect
+from starlette.websockets import WebSocketDisconnect
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
 from duplex.close_codes import CloseCode, close_reason, sendable
 from gateway.metrics import Metrics
+from gateway.transports.codec import Frame
+from gateway.transports.frames import SocketFrames
 
 if TYPE_CHECKING:
     from gateway.config import GatewayConfig
@@ -52,12 +54,13 @@ def _sendable(code: int) -> int:
     return code if sendable(code) else CloseCode.GOING_AWAY
 
 
-async def served_by_owner(ws: WebSocket, gateway: Gateway, session_id: str, path: str,
-                          headers: Mapping[str, str], first: Sequence[str]) -> bool:
-    """Serve ``ws`` through the session's live owner on another process, if it has
-    one this process can reach: ``path`` (with its query) on the owner's advertised
-    address, the ``first`` messages already read here sent ahead. True once done."""
-    if RELAYED_BY_HEADER in ws.headers:
+async def served_by_owner(client: SocketFrames, gateway: Gateway, session_id: str, path: str,
+                          headers: Mapping[str, str], first: Sequence[Frame]) -> bool:
+    """Serve ``client`` through the session's live owner on another process, if it
+    has one this process can reach: ``path`` (with its query) on the owner's
+    advertised address, the ``first`` messages already read here sent ahead. True
+    once done."""
+    if RELAYED_BY_HEADER in client.ws.headers:
         return False  # relayed here already: never twice
     address = await gateway.owner_elsewhere(session_id)
     if address is None:
@@ -67,7 +70,7 @@ async def served_by_owner(ws: WebSocket, gateway: Gateway, session_id: str, path
                                 tls=relay_tls(gateway.config))
     if owner is None:
         return False
-    await relay(ws, owner, first, gateway.metrics)
+    await relay(client, owner, first, gateway.metrics)
     return True
 
 
@@ -103,7 +106,7 @@ async def open_to_owner(url: str, session_id: str, *, relayed_by: str,
         return None
 
 
-async def relay(client: WebSocket, owner: ClientConnection, first: Sequence[str],
+async def relay(client: SocketFrames, owner: ClientConnection, first: Sequence[Frame],
                 metrics: Metrics) -> None:
     """Send the ``first`` messages the client sent (already read here), then pass
     frames both ways until one side closes; then close the other alike."""
@@ -115,7 +118,7 @@ async def relay(client: WebSocket, owner: ClientConnection, first: Sequence[str]
         metrics.relays.dec()
 
 
-async def _relay(client: WebSocket, owner: ClientConnection, first: Sequence[str]) -> None:
+async def _relay(client: SocketFrames, owner: ClientConnection, first: Sequence[Frame]) -> None:
     try:
         for message in first:
             await owner.send(message)
@@ -136,36 +139,22 @@ async def _relay(client: WebSocket, owner: ClientConnection, first: Sequence[str
         await owner.close(CloseCode.GOING_AWAY, "relay ended")  # a no-op once a close was passed on
 
 
-async def _client_to_owner(client: WebSocket, owner: ClientConnection) -> bool:
+async def _client_to_owner(client: SocketFrames, owner: ClientConnection) -> bool:
     """Client frames to the owner; True once the client has gone (its close passed on)."""
-    code, reason = int(CloseCode.GOING_AWAY), ""
     try:
-        while True:
-            msg = await client.receive()
-            if msg["type"] == "websocket.disconnect":
-                code = int(msg.get("code") or CloseCode.ABNORMAL)
-                reason = str(msg.get("reason") or "")
-                break
-            text, data = msg.get("text"), msg.get("bytes")
-            await owner.send(text if text is not None else data or b"")
-    except WebSocketDisconnect as exc:
-        code, reason = exc.code, exc.reason or ""
-    except RuntimeError:
-        pass  # receive after the socket was closed
+        while (frame := await client.receive()) is not None:
+            await owner.send(frame)
     except ConnectionClosed:
         return False
-    await owner.close(_sendable(code), close_reason(reason))
+    await owner.close(_sendable(client.close_code), close_reason(client.close_reason))
     return True
 
 
-async def _owner_to_client(owner: ClientConnection, client: WebSocket) -> bool:
+async def _owner_to_client(owner: ClientConnection, client: SocketFrames) -> bool:
     """Owner frames to the client; True once the owner has gone (its close passed on)."""
     try:
         async for frame in owner:
-            if isinstance(frame, str):
-                await client.send_text(frame)
-            else:
-                await client.send_bytes(frame)
+            await client.send(frame)
     except ConnectionClosed:
         pass
     except (RuntimeError, WebSocketDisconnect):
@@ -175,8 +164,5 @@ async def _owner_to_client(owner: ClientConnection, client: WebSocket) -> bool:
         code, reason = int(CloseCode.SERVICE_RESTART), "the session's owner went away; resume again"
     else:
         code, reason = _sendable(received.code), received.reason
-    try:
-        await client.close(code, close_reason(reason))
-    except (RuntimeError, WebSocketDisconnect):
-        pass
+    await client.close(code, reason)
     return True

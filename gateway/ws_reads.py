@@ -7,7 +7,7 @@ reading. For 50 audio appends a second a session that is a task wake-up, a
 queue round and a pause and resume of the socket per message, for a message the
 reader then only decodes and queues again in the session's mailbox.
 
-``DirectReads`` is uvicorn's WebSocket protocol with one addition: an endpoint
+``DirectReads`` is uvicorn's WebSocket protocol with one addition: a reader
 may set ``deliver``, a callback that takes a message (text, or bytes) at once,
 while uvicorn is still in ``data_received``, and says whether it did. What it
 does not take (and anything that arrives while messages wait in the ASGI queue,
@@ -18,26 +18,27 @@ block: it is called from the event loop's protocol callback.
 Order: a message ``deliver`` takes was sent after every message the endpoint
 has taken from ``receive``. So the endpoint must finish with each message it
 takes from ``receive`` before it waits on anything, unless ``deliver`` refuses
-everything meanwhile (as the gateway's readers do once a session is closed).
+everything meanwhile (as the gateway's reader does once a session is closed).
 
 The way out is as long: Starlette's ``send``, its exception wrapper, uvicorn's
 ``send`` coroutine and its wait on ``writable``, for each server event.
 ``send_text_now`` does what that path does for a text message on an open,
 writable socket, and leaves every other case (a handshake, a close, a peer gone,
-a full transport) to it; ``send_text`` is the one way both endpoints' attachments
-send (``/v1/realtime`` and the Twilio media stream).
+a full transport) to it.
+
+Endpoints never use this module: ``gateway.transports.frames.SocketFrames`` is the
+one frame source, and it takes this way where uvicorn serves the socket.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from starlette.websockets import WebSocket
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.exceptions import InvalidState
 
-Deliver = Callable[[str | None, bytes | None], bool]  # (text, data) -> taken
+Deliver = Callable[[str | bytes], bool]  # a message (text, or binary) -> taken
 
 
 class DirectReads(WebSocketsSansIOProtocol):
@@ -50,17 +51,16 @@ class DirectReads(WebSocketsSansIOProtocol):
             data = self.frames[0] if len(self.frames) == 1 else b"".join(self.frames)
             if self.curr_msg_data_type == "text":
                 try:
-                    taken = deliver(data.decode(), None)
+                    taken = deliver(data.decode())
                 except UnicodeDecodeError:
                     taken = False  # uvicorn's own path closes with 1007
             else:
-                taken = deliver(None, data)
+                taken = deliver(data)
             if taken:
                 self.frames = []
                 self.delivered += 1
                 return
         super().send_receive_event_to_app()
-
 
     def send_text_now(self, text: str) -> bool:
         """Send ``text`` as uvicorn's ASGI ``send`` would, without the trip through
@@ -83,24 +83,3 @@ def direct_reads(ws: WebSocket) -> DirectReads | None:
     gateway's own server; not a test client or another ASGI server)."""
     protocol = getattr(ws._receive, "__self__", None)  # uvicorn passes its bound receive
     return protocol if isinstance(protocol, DirectReads) else None
-
-
-async def send_text(ws: WebSocket, direct: DirectReads | None, text: str) -> None:
-    """``text`` to ``ws``: straight into ``direct`` (its protocol, ``direct_reads(ws)``,
-    looked up once per socket) when it can take it now, else the ASGI way."""
-    if direct is None or not direct.send_text_now(text):
-        await ws.send_text(text)
-
-
-@contextlib.contextmanager
-def delivering(ws: WebSocket, deliver: Deliver) -> Iterator[DirectReads | None]:
-    """``deliver`` takes ``ws``'s messages straight from the parser while the block
-    runs (where ``DirectReads`` serves it); yields the protocol, or None."""
-    direct = direct_reads(ws)
-    if direct is not None:
-        direct.deliver = deliver
-    try:
-        yield direct
-    finally:
-        if direct is not None:
-            direct.deliver = None

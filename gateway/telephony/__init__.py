@@ -1,1 +1,3 @@
-"""Telephony transports (Twilio Media Streams) as adapters onto ordinary sessions."""
+"""Telephony carriers (Twilio Media Streams) on one carrier-neutral bridge onto
+ordinary sessions: ``bridge`` and ``call_stream`` are the bridge, ``twilio`` and
+``twilio_codec`` the carrier."""

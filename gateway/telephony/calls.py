@@ -1,8 +1,10 @@
 """Call → session binding in Redis, so a second socket for a call resumes it.
 
-``dg:twilio:call:{callSid}`` holds the session id and its current resume
-token, with the session's own lifetime (idle TTL plus the disconnect grace).
-The first socket sets it with NX; later sockets read it and resume.
+``dg:{carrier}:call:{call id}`` (Twilio's: ``dg:twilio:call:{callSid}``) holds
+the session id and its current resume token, with the session's own lifetime
+(idle TTL plus the disconnect grace). The first socket sets it with NX; later
+sockets read it and resume. ``dg:{carrier}:secret`` is the carrier's stream-token
+key where no credential of the carrier's derives one.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from redis.exceptions import RedisError
 
 from duplex.errors import StoreUnavailable
 
-SECRET_KEY = "dg:twilio:secret"  # the stream-token key when no auth token is set
+
+def call_key(call_sid: str, carrier: str) -> str:
+    return f"dg:{carrier}:call:{call_sid}"
 
 
-def call_key(call_sid: str) -> str:
-    return f"dg:twilio:call:{call_sid}"
+def secret_key(carrier: str) -> str:
+    return f"dg:{carrier}:secret"
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,13 +34,16 @@ class Binding:
 
 
 class CallRegistry:
-    def __init__(self, client: aioredis.Redis, ttl_s: float) -> None:
+    """One carrier's calls and their sessions."""
+
+    def __init__(self, client: aioredis.Redis, ttl_s: float, carrier: str) -> None:
         self._r = client
         self._ttl_ms = max(1000, int(ttl_s * 1000))
+        self.carrier = carrier
 
     async def get(self, call_sid: str) -> Binding | None:
         try:
-            raw = await self._r.get(call_key(call_sid))
+            raw = await self._r.get(call_key(call_sid, self.carrier))
         except RedisError as exc:
             raise StoreUnavailable(f"call binding not read: {exc}") from exc
         if not raw:
@@ -48,7 +55,7 @@ class CallRegistry:
         """Store ``binding``; with ``only_new`` only if the call has none (False then)."""
         value = json.dumps({"sid": binding.session_id, "token": binding.resume_token})
         try:
-            done = await self._r.set(call_key(call_sid), value, px=self._ttl_ms,
+            done = await self._r.set(call_key(call_sid, self.carrier), value, px=self._ttl_ms,
                                      nx=only_new)
         except RedisError as exc:
             raise StoreUnavailable(f"call binding not written: {exc}") from exc
@@ -56,13 +63,13 @@ class CallRegistry:
 
     async def touch(self, call_sid: str) -> None:
         try:
-            await self._r.pexpire(call_key(call_sid), self._ttl_ms)
+            await self._r.pexpire(call_key(call_sid, self.carrier), self._ttl_ms)
         except RedisError:
             pass  # the next touch retries; the binding only matters for a second socket
 
     async def drop(self, call_sid: str) -> None:
         try:
-            await self._r.delete(call_key(call_sid))
+            await self._r.delete(call_key(call_sid, self.carrier))
         except RedisError:
             pass  # it expires with the session's TTL anyway
 
@@ -71,8 +78,9 @@ class CallRegistry:
         makes it (SET NX), the others read it, so a stream token minted by one
         process is accepted by another."""
         try:
-            await self._r.set(SECRET_KEY, secrets.token_hex(32), nx=True)
-            value = await self._r.get(SECRET_KEY)
+            key = secret_key(self.carrier)
+            await self._r.set(key, secrets.token_hex(32), nx=True)
+            value = await self._r.get(key)
         except RedisError as exc:
             raise StoreUnavailable(f"stream-token key not read: {exc}") from exc
         return bytes.fromhex(str(value))

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from gateway.telephony.security import (
-    mint_stream_token,
-    signature_ok,
-    stream_token_ok,
-    twilio_signature,
-)
+from gateway.telephony.tokens import mint_stream_token, stream_token_ok
+from gateway.telephony.twilio import signature_ok, twilio_signature
 
 SECRET = b"k" * 32
 

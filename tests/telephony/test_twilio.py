@@ -21,7 +21,7 @@ from twilio_emulator import (
 )
 from twilio_helpers import AUTH_TOKEN, Peek
 
-from gateway.telephony.security import twilio_signature
+from gateway.telephony.twilio import twilio_signature
 from plugins.tone import decode_turn
 
 WORD_MS = 200  # the tone plugin speaks each word as 200 ms of tone

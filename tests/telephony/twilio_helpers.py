@@ -20,7 +20,7 @@ class Peek:
         self.raw = connect(url)
 
     async def session_of(self, call_sid: str) -> str | None:
-        value = await self.raw.get(call_key(call_sid))
+        value = await self.raw.get(call_key(call_sid, "twilio"))
         return json.loads(value)["sid"] if value else None
 
     async def journal(self, sid: str) -> list[dict[str, Any]]:

@@ -41,8 +41,8 @@ def app_for(seen: Seen, refuse: set[str]) -> Starlette:
         protocol = direct_reads(ws)
         seen.protocol.append(protocol)
 
-        def deliver(text: str | None, data: bytes | None) -> bool:
-            message = text if text is not None else "bytes:" + (data or b"").decode()
+        def deliver(frame: str | bytes) -> bool:
+            message = frame if isinstance(frame, str) else "bytes:" + frame.decode()
             if message in refuse:
                 return False
             if message.startswith("say:"):  # answer straight away, as a session's emitter does

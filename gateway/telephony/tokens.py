@@ -1,35 +1,15 @@
-"""Twilio request signatures and the per-call stream token.
+"""The per-call stream token and the relay proof: what any carrier's bridge checks.
 
-``X-Twilio-Signature`` is base64(HMAC-SHA1(auth token, URL + each POST param's
-name and value, sorted by name)). The WebSocket upgrade is signed over the
-``wss://`` URL exactly as written in the TwiML, with no params
-(research/peers.md §3.2).
-
-The stream token binds a ``<Stream>`` to the call whose signed webhook minted
-it: a socket that presents it in ``start.customParameters`` proves it came
-from our TwiML, even where signatures are off.
+The stream token binds a media stream to the call whose webhook minted it: a
+socket that presents it in its start (Twilio: ``start.customParameters``) proves
+it came from our answer to that webhook, even where the carrier's signatures are
+off. The carrier's own request signatures are its module's (``telephony.twilio``).
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
-from collections.abc import Iterable
-
-
-def twilio_signature(auth_token: str, url: str, params: Iterable[tuple[str, str]] = ()) -> str:
-    payload = url + "".join(k + v for k, v in sorted(params))
-    digest = hmac.new(auth_token.encode(), payload.encode(), hashlib.sha1).digest()
-    return base64.b64encode(digest).decode()
-
-
-def signature_ok(auth_token: str, url: str, params: Iterable[tuple[str, str]],
-                 offered: str | None) -> bool:
-    if not offered:
-        return False
-    return hmac.compare_digest(twilio_signature(auth_token, url, params).encode(),
-                               offered.encode())
 
 
 def _token_mac(secret: bytes, call_sid: str, expires: int, instructions: str) -> str:
@@ -55,8 +35,8 @@ def stream_token_ok(secret: bytes, token: object, call_sid: str, instructions: s
 
 def relay_proof(secret: bytes, relayed_by: str) -> str:
     """What a gateway relaying a call's media stream to the session's owner shows in
-    place of Twilio's signature, which covers the URL Twilio dialed, not the owner's.
-    Only processes that share the Twilio auth token (hence ``secret``) can make it."""
+    place of the carrier's signature, which covers the URL the carrier dialed, not the
+    owner's. Only processes that share the carrier's secret can make it."""
     return hmac.new(secret, f"relay\n{relayed_by}".encode(), hashlib.sha256).hexdigest()
 
 

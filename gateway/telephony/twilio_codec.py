@@ -1,0 +1,196 @@
+"""Twilio Media Streams (bidirectional ``<Connect><Stream>``) as a codec, no I/O.
+
+In: ``connected``, then ``start`` (the call, the media format, our webhook's
+parameters), then ``media`` (inbound μ-law 8 kHz, base64) as ``AppendAudio``,
+``dtmf`` as a keypress, ``mark`` echoes as playback acknowledgements, ``stop`` as
+the hang-up. Anything malformed is ignored with a reason (the transport logs it,
+rate-limited): nothing Twilio sends ends the call but ``stop``.
+
+Out: each ``response.output_audio.delta`` (already ``audio/pcmu``) becomes a
+``media`` message and a ``mark`` named ``<response id>:<cumulative ms>``; a
+barge-in (``input_audio_buffer.speech_started``) while the caller still has our
+audio buffered becomes a ``clear``, answered to the session with the truncate to
+what the marks say was heard (``telephony.playback``). The messages are built
+from templates, byte for byte what ``json.dumps`` of the message would give: the
+audio is base64 (checked), and the stream sid is JSON-encoded once, at ``start``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import Any
+
+from duplex import commands as c
+from duplex import wire
+from duplex.errors import InvalidRequest
+from gateway.outbound import Outbound
+from gateway.telephony.playback import Playback
+from gateway.transports.codec import (
+    NOTHING,
+    QUIET,
+    Frame,
+    Hangup,
+    Hello,
+    Ignore,
+    Inbound,
+    Keypress,
+    Refuse,
+    Rendered,
+    StreamStart,
+)
+
+log = logging.getLogger(__name__)
+
+MULAW_BYTES_PER_MS = 8  # 8 kHz, one byte a sample
+AUDIO_FORMAT = "audio/pcmu"
+_BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")  # needs no JSON escaping
+
+
+class TwilioCodec:
+    answers_late = False  # Twilio sends no commands that a refusal would answer
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.stream_sid: str | None = None  # once started
+        self.call_sid = "(before start)"
+        self.playback = Playback(MULAW_BYTES_PER_MS)
+        self._sid_tail = ""  # '"}, "streamSid": "MZ…"}': what ends a media message
+        self._mark_head = ""  # '{"event": "mark", "mark": {"name": "resp_…' of the reply
+        self._mark_reply: str | None = None  # whose mark head that is
+
+    # -- in --------------------------------------------------------------------------
+
+    def parse(self, frame: Frame) -> Inbound:
+        if isinstance(frame, bytes):
+            return Ignore("binary", "a binary frame")
+        try:
+            msg = wire.decode_json(frame, max_bytes=self.max_bytes)
+        except InvalidRequest as exc:
+            return Ignore(exc.code, f"a message that is not usable JSON ({exc.code})")
+        if not isinstance(msg, dict) or not isinstance(msg.get("event"), str):
+            return Ignore("no_event", "a message without an event name")
+        event: str = msg["event"]
+        if self.stream_sid is None:
+            return self._before_start(event, msg)
+        if event == "stop":  # whichever stream it names: the call is over
+            return Hangup("twilio_stop")
+        return self._started(event, msg)
+
+    def _before_start(self, event: str, msg: dict[str, Any]) -> Inbound:
+        if event == "connected":
+            return Hello()
+        if event != "start":
+            return QUIET  # nothing is ours before the start
+        return self._start(msg)
+
+    def _start(self, msg: dict[str, Any]) -> StreamStart | Refuse:
+        body = msg.get("start")
+        if not isinstance(body, dict):
+            return Refuse("start without a start object")
+        stream_sid = msg.get("streamSid") or body.get("streamSid")
+        call_sid = body.get("callSid")
+        if not isinstance(stream_sid, str) or not isinstance(call_sid, str) or not call_sid:
+            return Refuse("start without streamSid/callSid")
+        fmt = body.get("mediaFormat") or {}
+        if (not isinstance(fmt, dict) or fmt.get("encoding") != "audio/x-mulaw"
+                or str(fmt.get("sampleRate")) != "8000"):
+            return Refuse(f"unsupported media format {fmt!r:.80}")
+        params = body.get("customParameters") or {}
+        self.stream_sid, self.call_sid = stream_sid, call_sid
+        self._sid_tail = '"}, "streamSid": ' + json.dumps(stream_sid) + "}"
+        return StreamStart(stream_sid, call_sid, params if isinstance(params, dict) else {},
+                           AUDIO_FORMAT)
+
+    def _started(self, event: str, msg: dict[str, Any]) -> Inbound:
+        if msg.get("streamSid") != self.stream_sid:
+            return Ignore("stream_sid", f"{event[:40]!r} for another stream")
+        body = msg.get(event)
+        if not isinstance(body, dict):
+            if event in ("connected", "start"):
+                return QUIET
+            return Ignore("no_body", f"{event[:40]!r} without its {event[:40]!r} object")
+        match event:
+            case "media":
+                return self._media_in(body)
+            case "mark":
+                name = body.get("name")
+                if not isinstance(name, str):
+                    return Ignore("mark_type", "a mark whose name is not a string")
+                if not self.playback.played(name):
+                    return Ignore("foreign_mark", f"mark {name[:80]!r}, not one of ours")
+                return QUIET
+            case "dtmf":
+                digit = body.get("digit")
+                if isinstance(digit, str) and digit:
+                    return Keypress(digit[:1])
+                return Ignore("dtmf_type", "dtmf whose digit is not a string")
+            case "connected" | "start":
+                return QUIET
+            case other:
+                return Ignore("unknown_event", f"unknown event {other[:40]!r}")
+
+    def _media_in(self, body: dict[str, Any]) -> Inbound:
+        track, payload = body.get("track", "inbound"), body.get("payload")
+        if not isinstance(track, str) or not isinstance(payload, str):
+            return Ignore("media_type", "media whose track/payload is not a string")
+        if track not in ("inbound", "inbound_track"):
+            return QUIET
+        try:
+            return c.AppendAudio(None, c.decode_base64_audio(payload))
+        except InvalidRequest:
+            return Ignore("bad_base64", "media with bad base64")
+
+    # -- out -------------------------------------------------------------------------
+
+    def render(self, out: Outbound) -> Rendered:
+        ev = out.event()  # as built: parsed only for a replay, read back from the journal
+        if self.stream_sid is None or not isinstance(ev, dict):
+            return NOTHING  # not started: no stream to speak to
+        kind = ev.get("type")
+        if kind == "response.output_audio.delta":
+            return self._audio(ev)
+        if kind == "input_audio_buffer.speech_started":
+            return self._barge_in()
+        if kind == "error":
+            log.info("call %s: session error %s", self.call_sid, ev.get("error"))
+        return NOTHING
+
+    def _audio(self, ev: dict[str, Any]) -> Rendered:
+        payload = ev.get("delta") or ""
+        if not isinstance(payload, str):
+            return NOTHING
+        rid, item_id = str(ev.get("response_id")), str(ev.get("item_id"))
+        nbytes = len(payload) * 3 // 4 - payload[-2:].count("=")
+        name = self.playback.sent(rid, item_id, nbytes)
+        return Rendered((self._media_out(payload), self._mark(rid, name)))
+
+    def _media_out(self, payload: str) -> str:
+        if _BASE64.fullmatch(payload) is None:
+            return self._message({"event": "media", "media": {"payload": payload}})
+        return '{"event": "media", "media": {"payload": "' + payload + self._sid_tail
+
+    def _mark(self, rid: str, name: str) -> str:
+        if rid != self._mark_reply:  # the name's JSON, but for its ms and closing quote
+            self._mark_reply = rid
+            self._mark_head = '{"event": "mark", "mark": {"name": ' + json.dumps(rid)[:-1]
+        return self._mark_head + name[len(rid):] + self._sid_tail
+
+    def _barge_in(self) -> Rendered:
+        truncate = self.playback.barge_in()
+        if truncate is None or self.playback.reply is None:
+            return NOTHING  # nothing of ours is still buffered at Twilio
+        log.info("call %s: barge-in; %s heard %d of %.0f ms", self.call_sid,
+                 self.playback.reply.response_id, truncate.audio_end_ms,
+                 self.playback.reply.sent_ms)
+        return Rendered((self._message({"event": "clear"}),), truncate)
+
+    def _message(self, message: dict[str, Any]) -> str:
+        return json.dumps({**message, "streamSid": self.stream_sid})
+
+    def ends_session(self, close_code: int) -> str | None:
+        """A dropped media socket detaches the call's session, whatever its code:
+        Twilio does not reconnect, but a second stream of the call may resume it;
+        only ``stop`` ends the call."""
+        return None

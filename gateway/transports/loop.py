@@ -1,0 +1,157 @@
+"""The one loop that serves an attached socket, whatever its protocol.
+
+Frames in: the codec says what each means, and a command goes to the session's
+mailbox without waiting (straight from the socket's parser where the frame source
+can). Frames out: the session sends typed events to the attachment, which renders
+them with the same codec. At the end, the attachment is over and the session told:
+
+- the peer hung up in band (``Hangup``): the session ends, and its end closes the
+  socket (the peer may still be reading);
+- the peer closed the socket: the codec says whether that ends the session (a
+  Realtime 1000) or detaches it, resumable, for its grace;
+- the socket no longer serves the session (replaced, detached, ended): its input
+  no longer counts (R18), and whoever took it away ends it.
+
+One bad frame never ends the connection: a codec's refusal goes back as the
+protocol's error, and a bug of ours on one frame fails that frame alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from duplex import commands as c
+from duplex.errors import DuplexError, SessionStateError
+from gateway.transports.attachment import SocketAttachment
+from gateway.transports.codec import Control, Frame, Hangup, Ignore, Keypress, Report
+
+log = logging.getLogger(__name__)
+
+OnHangup = Callable[[], Awaitable[None]]
+
+
+async def serve(attachment: SocketAttachment, *, on_hangup: OnHangup | None = None) -> None:
+    """Serve ``attachment``'s socket until it ends: read it, then close it, or let
+    it linger (a session that ended answers stragglers until the peer hangs up)."""
+    async with asyncio.TaskGroup() as tg:
+        reader = tg.create_task(read(attachment, on_hangup))
+        await attachment.ended.wait()
+        if attachment.linger_s:
+            await asyncio.wait([reader], timeout=attachment.linger_s)
+            reader.cancel()
+            await attachment.close()
+        reader.cancel()
+
+
+async def read(attachment: SocketAttachment, on_hangup: OnHangup | None = None,
+               clock: Callable[[], float] = time.time) -> None:
+    """Read ``attachment``'s socket into its session until the socket goes, hangs
+    up, or no longer serves the session."""
+    reader = _Reader(attachment, clock)
+    frames, session = attachment.frames, attachment.session
+    try:
+        await frames.pump(reader.take, reader.handle)
+    finally:
+        attachment.warnings.flush()
+        if frames.delivered:
+            log.debug("%s: %d messages went straight from the socket to the session",
+                      attachment.name, frames.delivered)
+    if reader.let_go or attachment.ended.is_set():
+        return
+    if reader.hangup is not None:
+        session.client_closed(reader.hangup.reason)
+        if on_hangup is not None:
+            # the session's end may close the socket (and cancel this reader) first
+            await asyncio.shield(on_hangup())
+        return
+    attachment.ended.set()
+    reason = attachment.codec.ends_session(frames.close_code)
+    if reason is not None:
+        session.client_closed(reason)
+    else:
+        session.request_detach(attachment)
+
+
+class _Reader:
+    """What happens to each frame: taken at once while the session is open and the
+    socket serves it; otherwise (or for a hang-up) handled where it may wait."""
+
+    def __init__(self, attachment: SocketAttachment, clock: Callable[[], float]) -> None:
+        self.attachment = attachment
+        self.session = attachment.session
+        self.codec = attachment.codec
+        self.clock = clock
+        self.hangup: Hangup | None = None
+        self.let_go = False  # the socket stopped serving the session
+
+    def take(self, frame: Frame) -> bool:
+        """A frame straight from the socket: taken unless the loop must act on it
+        (a late command, a replaced socket, a hang-up)."""
+        session = self.session
+        if session.closed.is_set() or not session.serves(self.attachment):
+            return False
+        return self._take(frame) is None
+
+    async def handle(self, frame: Frame) -> bool:
+        """A frame ``take`` declined; False: stop reading."""
+        session = self.session
+        if not session.serves(self.attachment):
+            self.let_go = True  # replaced or ended: this socket's input no longer counts
+            return False
+        if session.closed.is_set():
+            await self._late(frame)
+            return True
+        self.hangup = self._take(frame)
+        return self.hangup is None
+
+    def _take(self, frame: Frame) -> Hangup | None:
+        """One frame for an open session (never waits); a hang-up is returned, not
+        acted on. Total: whatever the frame holds, the session lives."""
+        attachment = self.attachment
+        try:
+            parsed = self.codec.parse(frame)
+            if isinstance(parsed, Hangup):
+                return parsed
+            if attachment.unconfirmed:
+                attachment.unconfirmed = False
+                self.session.confirm_token(attachment.generation)
+            if isinstance(parsed, c.Command):  # nearly every frame: audio
+                attachment.submit(parsed)
+            else:
+                self._control(parsed)
+        except Exception:  # a bug of ours on one frame: that frame fails, not the session
+            attachment.warnings.warning("failed", "%s: a client message failed",
+                                        attachment.name, exc_info=True)
+            self.session.report(DuplexError("the server failed to handle this message",
+                                            code="internal_error"))
+        return None
+
+    def _control(self, parsed: Control) -> None:
+        attachment = self.attachment
+        match parsed:
+            case Report(error):
+                self.session.report(error)
+            case Keypress(digit):
+                attachment.submit(c.DtmfReceived(None, digit, self.clock()))
+            case Ignore(kind, why) if why:
+                attachment.warnings.warning(kind, "%s: ignored %s", attachment.name, why)
+            case _:
+                pass  # nothing for the session: a greeting, a start once started
+
+    async def _late(self, frame: Frame) -> None:
+        """A frame read after the session ended: where the protocol answers commands,
+        refuse it, echoing its event_id. The session is done, so the reader may write."""
+        if not self.codec.answers_late:
+            return
+        try:
+            parsed = self.codec.parse(frame)
+            event_id = (parsed.event_id if isinstance(parsed, c.Command)
+                        else parsed.error.event_id if isinstance(parsed, Report) else None)
+            await self.session.refuse_late(SessionStateError(
+                "the session is closed", code="session_closed", event_id=event_id))
+        except Exception:  # a bug of ours on one frame: that frame fails, not the session
+            self.attachment.warnings.warning("failed", "%s: a late client message failed",
+                                             self.attachment.name, exc_info=True)
