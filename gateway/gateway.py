@@ -36,13 +36,13 @@ from duplex.store.supervisor import Supervisor
 from engines import build_engine
 from engines.base import StageEngine
 from gateway.config import GatewayConfig
-from gateway.emitter import Emitter, JournalLimits, dumps
 from gateway.heap import PauseTimer
 from gateway.metrics import Metrics
-from gateway.restore import core_from_record, unfinished_response
-from gateway.runner_items import RunnerLimits
+from gateway.session.emitter import Emitter, JournalLimits, dumps
+from gateway.session.restore import core_from_record, unfinished_response
+from gateway.session.runner_items import RunnerLimits
+from gateway.session.session_runner import SessionRunner
 from gateway.session_orchestrator import DuplexOrchestrator, session_of
-from gateway.session_runner import SessionRunner
 from gateway.store_watch import StoreWatch
 from orchestrator.base import StagePool
 from plugins.base import DuplexModelPlugin

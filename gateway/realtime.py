@@ -35,15 +35,15 @@ from duplex.close_codes import CloseCode, close_reason
 from duplex.errors import CapacityError, DuplexError, InvalidRequest, SessionStateError
 from gateway import owner_relay, sockets, ws_reads
 from gateway.auth import RESUME_REFUSAL_CODES, AccessPolicy, resume_refused
-from gateway.emitter import unjournaled_error
 from gateway.gateway import ResyncRequired
 from gateway.log_limits import LogLimiter
 from gateway.outbound import Outbound
+from gateway.session.emitter import unjournaled_error
 from gateway.ws_reads import delivering, direct_reads
 
 if TYPE_CHECKING:
     from gateway.gateway import Gateway
-    from gateway.session_runner import SessionRunner
+    from gateway.session.session_runner import SessionRunner
 
 log = logging.getLogger(__name__)
 _refusals = LogLimiter(log)  # process-wide: a flood of bad keys is one line per window

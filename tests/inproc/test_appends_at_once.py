@@ -14,7 +14,7 @@ import pytest
 from client import b64, silence, tone
 from harness import connect, running_app
 
-from gateway.session_runner import SessionRunner
+from gateway.session.session_runner import SessionRunner
 
 FRAME_S = 0.02
 ORDERED = ("input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped",

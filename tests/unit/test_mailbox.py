@@ -6,8 +6,8 @@ import pytest
 
 from duplex import commands as c
 from duplex.errors import CapacityError
-from gateway.mailbox import Lane, Mailbox
-from gateway.runner_items import OVERTAKE_AUDIO
+from gateway.session.mailbox import Lane, Mailbox
+from gateway.session.runner_items import OVERTAKE_AUDIO
 
 LIMITS = {Lane.URGENT: 0, Lane.CONTROL: 8, Lane.EVENTS: 4, Lane.MEDIA: 4}
 
@@ -70,7 +70,7 @@ async def test_purge_keeps_what_it_is_told_to() -> None:
 
 
 def test_reply_clock_times_from_the_turns_end_and_stamps_response_done() -> None:
-    from gateway.runner_items import ReplyClock
+    from gateway.session.runner_items import ReplyClock
 
     now = [100.0]
     clock = ReplyClock(lambda: now[0])

@@ -8,8 +8,8 @@ import asyncio
 import numpy as np
 
 from duplex.fence import Fence
-from gateway import runner_items as ri
-from gateway.paced_audio import PacedAudio
+from gateway.session import runner_items as ri
+from gateway.session.paced_audio import PacedAudio
 from plugins import base as pb
 
 RATE = 24000

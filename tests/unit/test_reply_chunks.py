@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.reply_chunks import reply_chunks, words
+from gateway.session.reply_chunks import reply_chunks, words
 
 RATE = 22050
 

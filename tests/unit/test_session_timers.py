@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 
 from duplex import effects as fx
-from gateway import runner_items as ri
-from gateway.mailbox import Lane, Mailbox
-from gateway.session_timers import SessionTimers
+from gateway.session import runner_items as ri
+from gateway.session.mailbox import Lane, Mailbox
+from gateway.session.session_timers import SessionTimers
 
 
 def mailbox() -> Mailbox:

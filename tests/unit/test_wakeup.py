@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from gateway.wakeup import Wakeup
+from gateway.session.wakeup import Wakeup
 
 
 async def test_a_wait_returns_once_set_and_at_once_while_set() -> None:

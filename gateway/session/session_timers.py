@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable
 
 from duplex import effects as fx
-from gateway import runner_items as ri
-from gateway.mailbox import Lane, Mailbox
+from gateway.session import runner_items as ri
+from gateway.session.mailbox import Lane, Mailbox
 
 
 class SessionTimers:

@@ -1,5 +1,5 @@
 """What a session runner's mailbox carries, its limits, and the session as its
-plugin's plan sees it. (The runner itself is ``gateway.session_runner``.)"""
+plugin's plan sees it. (The runner itself is ``gateway.session.session_runner``.)"""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from duplex.events import ServerEvent
 from duplex.fence import Fence
 from duplex.session import SessionCore
 from duplex.tools import ToolSet
-from gateway.emitter import Attachment
+from gateway.session.emitter import Attachment
 from plugins import base as pb
 
 # Commands that do not wait behind queued user audio (I7): what they do does not

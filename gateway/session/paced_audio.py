@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 from duplex.fence import Fence, is_current_epoch
 from duplex.pacing import Pacer
-from gateway import runner_items as ri
-from gateway.wakeup import Wakeup
+from gateway.session import runner_items as ri
+from gateway.session.wakeup import Wakeup
 from plugins import base as pb
 
 

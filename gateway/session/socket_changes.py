@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 from duplex import attach as at
 from duplex.close_codes import CloseCode
 from duplex.errors import StoreUnavailable
-from gateway import runner_items as ri
-from gateway.emitter import Attachment, outbound
+from gateway.session import runner_items as ri
+from gateway.session.emitter import Attachment, outbound
 
 if TYPE_CHECKING:
-    from gateway.session_runner import SessionRunner
+    from gateway.session.session_runner import SessionRunner
 
 log = logging.getLogger(__name__)
 

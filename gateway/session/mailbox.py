@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from duplex.errors import CapacityError
-from gateway.wakeup import Wakeup
+from gateway.session.wakeup import Wakeup
 
 
 class Lane(enum.IntEnum):

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from duplex.config import TurnDetection
 from duplex.session import SessionCore
-from gateway import runner_items as ri
-from gateway.audio_io import AudioIO
+from gateway.session import runner_items as ri
+from gateway.session.audio_io import AudioIO
 from plugins import base as pb
 
 

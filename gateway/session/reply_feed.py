@@ -1,6 +1,6 @@
 """What a stage's visible output does to the session: the plugin's projected
 deltas (``plugins.base.Delta``) fed to the core, reply audio encoded for the
-wire in chunks of at most 200 ms (``gateway.reply_chunks``), reply text a word
+wire in chunks of at most 200 ms (``gateway.session.reply_chunks``), reply text a word
 a delta, and the first audio of a reply timed."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import pybase64
 
 from duplex.fence import Fence
 from duplex.session import SessionCore
-from gateway import runner_items as ri
-from gateway.audio_io import AudioIO
 from gateway.metrics import Metrics
-from gateway.reply_chunks import reply_chunks, words
-from gateway.session_timers import SessionTimers
+from gateway.session import runner_items as ri
+from gateway.session.audio_io import AudioIO
+from gateway.session.reply_chunks import reply_chunks, words
+from gateway.session.session_timers import SessionTimers
 from plugins import base as pb
 
 

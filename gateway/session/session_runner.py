@@ -3,7 +3,7 @@
 The worker takes one mailbox item at a time (control first, I7), feeds the
 sans-I/O core, then executes the core's effects in order: journal-and-send
 events, stage submits and aborts, history writes. Reply audio waits in
-``gateway.paced_audio`` until due; a cancel purges whatever of the old epoch it
+``gateway.session.paced_audio`` until due; a cancel purges whatever of the old epoch it
 or the mailbox still holds, so none of it reaches the client after the
 ``response.done{cancelled}`` (I2).
 """
@@ -34,18 +34,18 @@ from duplex.fence import Fence, is_current_epoch
 from duplex.session import SessionCore
 from duplex.store.base import EndState, SessionRecord, SessionStore
 from engines.base import StageOutput
-from gateway import runner_items as ri
-from gateway import socket_changes
-from gateway.emitter import Attachment, Emitter, outbound, unjournaled_error
-from gateway.history_writes import HistoryWrites, Write
 from gateway.log_limits import LogLimiter
-from gateway.mailbox import Lane, Mailbox
 from gateway.metrics import Metrics
-from gateway.paced_audio import PacedAudio
-from gateway.reply_feed import ReplyFeed
+from gateway.session import runner_items as ri
+from gateway.session import socket_changes
+from gateway.session.emitter import Attachment, Emitter, outbound, unjournaled_error
+from gateway.session.history_writes import HistoryWrites, Write
+from gateway.session.mailbox import Lane, Mailbox
+from gateway.session.paced_audio import PacedAudio
+from gateway.session.reply_feed import ReplyFeed
+from gateway.session.session_timers import SessionTimers
+from gateway.session.user_audio import UserAudio
 from gateway.session_orchestrator import DuplexOrchestrator
-from gateway.session_timers import SessionTimers
-from gateway.user_audio import UserAudio
 from plugins import base as pb
 
 log = logging.getLogger(__name__)
@@ -317,7 +317,7 @@ class SessionRunner:
         if name is not None:
             self.clock.stage(name, seconds)
 
-    # -- user audio (``gateway.user_audio``) ------------------------------------------
+    # -- user audio (``gateway.session.user_audio``) ------------------------------------------
 
     async def _append(self, data: bytes) -> None:
         heard = self.user_audio.hear(self.user_audio.io.decode(data))

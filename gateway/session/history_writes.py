@@ -22,7 +22,7 @@ from duplex import effects as fx
 from duplex.errors import StoreUnavailable
 from duplex.session import SessionCore
 from duplex.store.base import SessionStore
-from gateway.emitter import Emitter
+from gateway.session.emitter import Emitter
 
 log = logging.getLogger(__name__)
 
