@@ -38,12 +38,12 @@ from gateway.auth import RESUME_REFUSAL_CODES, AccessPolicy, resume_refused
 from gateway.gateway import ResyncRequired
 from gateway.log_limits import LogLimiter
 from gateway.outbound import Outbound
-from gateway.session.emitter import unjournaled_error
+from gateway.session.attachment import unjournaled_error
 from gateway.ws_reads import delivering, direct_reads
 
 if TYPE_CHECKING:
     from gateway.gateway import Gateway
-    from gateway.session.session_runner import SessionRunner
+    from gateway.session.runner import SessionRunner
 
 log = logging.getLogger(__name__)
 _refusals = LogLimiter(log)  # process-wide: a flood of bad keys is one line per window

@@ -27,7 +27,7 @@ from gateway.outbound import Outbound
 from gateway.ws_reads import direct_reads, send_text
 
 if TYPE_CHECKING:
-    from gateway.session.session_runner import SessionRunner
+    from gateway.session.runner import SessionRunner
 
 log = logging.getLogger(__name__)
 

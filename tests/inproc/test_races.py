@@ -71,7 +71,7 @@ async def test_a_late_detach_of_a_replaced_socket_leaves_the_new_one_attached(
     created = await a.until("session.created")
     sid = created["session"]["id"]
     runner = gateway.runners[sid]
-    old = runner.emitter.attachment
+    old = runner.outbox.attachment
     assert old is not None
     b = await connect(application, query=f"resume={sid}")
     b.send({"type": "session.resume", "resume_token": created["resume_token"],
@@ -83,7 +83,7 @@ async def test_a_late_detach_of_a_replaced_socket_leaves_the_new_one_attached(
     await b.until("session.heartbeat_ack")  # the worker has handled the detach
     record = await gateway.store.get(sid)
     assert record is not None and record.generation == resumed["attachment_generation"] == 2
-    assert not record.detached_at and runner.emitter.attachment is not None
+    assert not record.detached_at and runner.outbox.attachment is not None
 
 
 async def test_i5_a_detached_session_expires_once_on_the_reapers_clock(

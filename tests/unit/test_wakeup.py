@@ -1,4 +1,4 @@
-"""``Wakeup``: an ``asyncio.Event`` for one waiter."""
+"""``Wakeup``: an ``asyncio.Event`` for one waiter (the inbox's worker)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from gateway.session.wakeup import Wakeup
+from gateway.session.inbox import Wakeup
 
 
 async def test_a_wait_returns_once_set_and_at_once_while_set() -> None:

@@ -1,0 +1,262 @@
+"""A session's inbox: everything its worker is to handle, and the one place it waits.
+
+Lanes (I7: control beats media). They are served in order: urgent before
+control before events before media. Within a lane order is first-in first-out,
+with one exception: a command that must not wait behind the user's audio
+(``response.cancel``, ``session.close``) goes ahead of the audio appends queued
+at the end of the control lane, and no further (it never overtakes a commit, a
+``response.create`` or anything else whose meaning depends on order). Every
+lane but the urgent one is bounded; a full lane raises ``CapacityError`` to the
+producer instead of growing (I8). The urgent lane carries only the runner's own
+items (attach, detach, close, lease news), at most a few per attachment.
+
+Timed media. Reply audio waits in the media lane until it is due:
+``duplex.pacing.Pacer`` releases it at most ``lead_ms`` ahead of real time.
+A cancel calls ``drop_stale``, so nothing of the old epoch still held here
+reaches the client after its ``response.done{cancelled}`` (I2).
+
+Timers. The session's lifetime (``--max-session-s``, from when it opened,
+across takeovers) and the idle timeout after a reply (``idle_timeout_ms``,
+``duplex.idle``) are deadlines here: once due, each becomes an item in its lane
+(a lifetime's end is an urgent close; an idle timeout goes behind the commands
+already queued, never refused), handled in order with everything else.
+
+One wait. ``get`` returns the next item, waiting only when nothing is queued or
+due: for a put, or the earliest deadline (the media's head, a timer), on the
+session's ``Clock``. Whatever was queued while the worker worked is handled
+before it waits again: a burst of appends costs one wake.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import math
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from duplex import attach as at
+from duplex.errors import CapacityError
+from duplex.events import ServerEvent
+from duplex.fence import Fence, is_current_epoch
+from duplex.pacing import Pacer
+from gateway.session.clock import Clock, Timer
+from gateway.session.items import Close, Delta, IdleElapsed, SessionLimits
+from plugins import base as pb
+
+
+class Lane(enum.IntEnum):
+    URGENT = 0  # attach, detach, close, token confirmations: never refused
+    CONTROL = 1  # client commands, failures, timeouts
+    EVENTS = 2  # unpaced stage output (transcripts)
+    MEDIA = 3  # paced reply output, each item once due
+
+
+class Inbox:
+    def __init__(self, limits: SessionLimits, clock: Clock, output_rate: int) -> None:
+        self._lanes: dict[Lane, deque[Any]] = {lane: deque() for lane in Lane}
+        self._limits = {Lane.URGENT: 0, Lane.CONTROL: limits.max_pending_commands,
+                        Lane.EVENTS: limits.max_pending_events,
+                        Lane.MEDIA: limits.max_pending_audio}
+        # the untimed lanes in serving order, for get() (50 calls a second a session:
+        # iterating the enum costs more than the rest of it)
+        self._in_order = tuple(self._lanes[lane] for lane in sorted(Lane)
+                               if lane is not Lane.MEDIA)
+        self._media: deque[Delta] = self._lanes[Lane.MEDIA]
+        self._pacer = Pacer(limits.lead_ms)
+        self._rate = output_rate
+        self._clock = clock
+        self._lifetime = math.inf  # when the session expires (clock.now() time)
+        self._idle: tuple[float, int] | None = None  # (when, token)
+        self._soonest = math.inf  # the earliest timer
+        self._media_at = math.inf  # when the media's head is due, as ready() last found
+        self._ready = Wakeup()  # the worker is its one waiter
+        self._armed: tuple[float, Timer] | None = None  # the wake-up at a deadline
+        self.wakes = 0  # times the worker waited and was woken (tests, benches)
+
+    # -- producers --------------------------------------------------------------------
+
+    def put(self, lane: Lane, item: Any) -> None:
+        self._check_room(lane)
+        self._lanes[lane].append(item)
+        self._ready.set()
+
+    def put_ahead(self, lane: Lane, item: Any, *, of: Callable[[Any], bool],
+                  refusable: bool = True) -> None:
+        """Queue ``item`` ahead of the run of items at the lane's end for which
+        ``of(item)`` holds (behind everything else); with ``refusable=False`` even
+        into a full lane (an item that must not be lost, such as the client's close)."""
+        if refusable:
+            self._check_room(lane)
+        queue = self._lanes[lane]
+        index = len(queue)
+        while index and of(queue[index - 1]):
+            index -= 1
+        queue.insert(index, item)
+        self._ready.set()
+
+    def put_urgent(self, item: Any) -> None:
+        """An item that must never be refused or wait (close, detach, attach)."""
+        self._lanes[Lane.URGENT].append(item)
+        self._ready.set()
+
+    def _check_room(self, lane: Lane) -> None:
+        if len(self._lanes[lane]) >= self._limits[lane]:
+            raise CapacityError(f"session {lane.name.lower()} queue is full",
+                                code="input_backpressure" if lane is Lane.CONTROL
+                                else "output_backpressure")
+
+    def offer_media(self, item: Delta) -> bool:
+        """Hold reply output until it is due, in order; False (and not held) when full."""
+        if len(self._media) >= self._limits[Lane.MEDIA]:
+            return False
+        self._media.append(item)
+        self._ready.set()
+        return True
+
+    # -- the worker's ---------------------------------------------------------------------
+
+    def drop_stale(self, live: Fence) -> None:
+        """A cancel (I2): forget the media of epochs before ``live``'s; pacing starts
+        afresh."""
+        kept = [item for item in self._media if is_current_epoch(live, item.fence)]
+        self._media.clear()
+        self._media.extend(kept)
+        self._pacer.reset()
+
+    def expire_at(self, wall: float) -> None:
+        """The session's lifetime ends at ``wall`` (the store's time): then an urgent
+        ``session.expired``."""
+        self._lifetime = self._clock.now() + max(0.0, wall - self._clock.wall())
+        self._timers_changed()
+
+    def idle_at(self, when: float, token: int) -> None:
+        """The core's idle timer ``token`` runs out at ``when``; a newer one replaces it."""
+        self._idle = (when, token)
+        self._timers_changed()
+
+    def _timers_changed(self) -> None:
+        self._soonest = min(self._lifetime, self._idle[0] if self._idle else math.inf)
+        self._ready.set()  # the worker may wait on an older deadline
+
+    def drain(self, lane: Lane) -> list[Any]:
+        items = list(self._lanes[lane])
+        self._lanes[lane].clear()
+        return items
+
+    def close(self) -> None:
+        if self._armed is not None:
+            self._armed[1].cancel()
+            self._armed = None
+
+    def __len__(self) -> int:
+        return sum(len(q) for q in self._lanes.values())
+
+    def ready(self) -> Any | None:
+        """The next item to handle now: a queued one, else the media's head once due;
+        None when there is none."""
+        if self._soonest <= self._clock.now():
+            self._fire_timers()
+        for queue in self._in_order:
+            if queue:
+                return queue.popleft()
+        self._media_at = math.inf
+        if self._media:
+            due = self._media_due()
+            if due is None:
+                return self._media.popleft()
+            self._media_at = due
+        return None
+
+    async def get(self) -> Any:
+        """The next item to handle, waiting for a put or the earliest deadline (the
+        media's head, a timer) when none is ready."""
+        while True:
+            item = self.ready()
+            if item is not None:
+                return item
+            self._ready.clear()
+            self._arm(min(self._soonest, self._media_at))
+            await self._ready.wait()
+            self.wakes += 1
+
+    def _media_due(self) -> float | None:
+        """When the media's head may go, as the pacer says; None when now (then the
+        pacer counts it released)."""
+        item = self._media[0]
+        delta = item.delta
+        if not isinstance(delta, pb.Speech):
+            return None  # not paced, but in order with the audio
+        key, now = (item.fence.epoch, delta.turn_id), self._clock.now()
+        due = self._pacer.due(key, now)
+        if due > now:
+            return due
+        self._pacer.released(key, now, 1000.0 * len(delta.pcm) / self._rate)
+        return None
+
+    def _fire_timers(self) -> None:
+        now = self._clock.now()
+        if self._lifetime <= now:
+            self._lifetime = math.inf
+            self.put_urgent(Close(at.MAX_DURATION, ServerEvent.SESSION_EXPIRED))
+        if self._idle is not None and self._idle[0] <= now:
+            # behind the commands already queued, and never refused: it must be heard
+            self._lanes[Lane.CONTROL].append(IdleElapsed(self._idle[1]))
+            self._idle = None
+        self._soonest = min(self._lifetime, self._idle[0] if self._idle else math.inf)
+
+    def _arm(self, when: float) -> None:
+        """One wake-up at ``when`` (none for ``inf``), kept while the deadline holds: a
+        wait per append must not cost a timer each."""
+        armed = self._armed
+        if armed is not None and armed[0] == when:
+            return
+        if armed is not None:
+            armed[1].cancel()
+        self._armed = None if when == math.inf else (when, self._clock.call_at(
+            when, self._ready.set))
+
+
+class Wakeup:
+    """Set and clear as an ``asyncio.Event``; at most one task waits at a time.
+
+    ``asyncio.Event.wait`` looks up the running loop on every call (in CPython
+    3.11 that is a ``getpid()`` system call, for fork safety) and keeps a deque
+    of waiters; a profile at 32 sessions put 3-4 % of the gateway there. One
+    task waits on an inbox, so one future, on a loop looked up once, does the same.
+    """
+
+    __slots__ = ("_loop", "_set", "_waiter")
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._set = False
+        self._waiter: asyncio.Future[None] | None = None
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        self._set = True
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def clear(self) -> None:
+        self._set = False
+
+    async def wait(self) -> None:
+        """Return once set (at once if it is)."""
+        if self._set:
+            return
+        if self._waiter is not None:
+            raise RuntimeError("Wakeup has one waiter at a time")
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        self._waiter = waiter = loop.create_future()
+        try:
+            await waiter
+        finally:
+            self._waiter = None
