@@ -54,6 +54,15 @@ class ManualClock:
         self._now += seconds
         self._fire()
 
+    def fire_early(self) -> None:
+        """Fire every pending timer now, before its deadline, as a loop may run one
+        a little early (asyncio's within its clock resolution, uvloop's to the ms)."""
+        loop = asyncio.get_running_loop()
+        while self._timers:
+            _, _, timer = heapq.heappop(self._timers)
+            if not timer.cancelled:
+                loop.call_soon(timer.callback)
+
     def _fire(self) -> None:
         while self._timers and self._timers[0][0] <= self._now:
             _, _, timer = heapq.heappop(self._timers)

@@ -215,7 +215,13 @@ class Inbox:
         if armed is not None:
             armed[1].cancel()
         self._armed = None if when == math.inf else (when, self._clock.call_at(
-            when, self._ready.set))
+            when, self._deadline))
+
+    def _deadline(self) -> None:
+        # spent: a loop may run a timer a little early, and the next wait on the same
+        # deadline needs a timer of its own
+        self._armed = None
+        self._ready.set()
 
 
 class Wakeup:

@@ -233,6 +233,22 @@ async def test_the_worker_waits_for_the_media_due_on_the_clock() -> None:
     assert word(await asyncio.wait_for(getting, 5)) == "b"
 
 
+async def test_a_wake_up_a_little_early_waits_again_on_a_timer_of_its_own() -> None:
+    clock = ManualClock()
+    box = inbox(clock, lead_ms=0)
+    box.offer_media(speech(200, "a"))
+    box.offer_media(speech(200, "b"))
+    assert word(await box.get()) == "a"
+    getting = asyncio.create_task(box.get())
+    await settle()
+    due = clock.pending
+    clock.fire_early()
+    await settle()
+    assert not getting.done() and clock.pending == due  # not "b" yet, and not stuck
+    clock.advance(0.2)
+    assert word(await asyncio.wait_for(getting, 5)) == "b"
+
+
 async def test_a_burst_queued_while_the_worker_waits_costs_one_wake_and_one_timer() -> None:
     clock = ManualClock()
     box = inbox(clock)
