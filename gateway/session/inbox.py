@@ -31,19 +31,32 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import logging
 import math
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from duplex import attach as at
+from duplex import commands as c
 from duplex.errors import CapacityError
 from duplex.events import ServerEvent
 from duplex.fence import Fence, is_current_epoch
 from duplex.pacing import Pacer
+from gateway.log_limits import LogLimiter
 from gateway.session.clock import Clock, Timer
-from gateway.session.items import Close, Delta, IdleElapsed, SessionLimits
+from gateway.session.items import (
+    OVERTAKE_AUDIO,
+    Close,
+    Delta,
+    Failure,
+    IdleElapsed,
+    SessionLimits,
+    is_audio,
+)
 from plugins import base as pb
+
+log = logging.getLogger(__name__)
 
 
 class Lane(enum.IntEnum):
@@ -54,7 +67,10 @@ class Lane(enum.IntEnum):
 
 
 class Inbox:
-    def __init__(self, limits: SessionLimits, clock: Clock, output_rate: int) -> None:
+    def __init__(self, name: str, limits: SessionLimits, clock: Clock,
+                 output_rate: int) -> None:
+        self._name = name  # for the log: "session <id>"
+        self._warn = LogLimiter(log)  # what a client can trigger at will: one line a while
         self._lanes: dict[Lane, deque[Any]] = {lane: deque() for lane in Lane}
         self._limits = {Lane.URGENT: 0, Lane.CONTROL: limits.max_pending_commands,
                         Lane.EVENTS: limits.max_pending_events,
@@ -115,6 +131,39 @@ class Inbox:
         self._ready.set()
         return True
 
+    # -- what the session's producers queue ------------------------------------------------
+
+    def command(self, cmd: c.Command) -> None:
+        """A client command; raises ``CapacityError`` when the session is flooded. A
+        cancel or close goes ahead of the audio still queued (I7)."""
+        if isinstance(cmd, OVERTAKE_AUDIO):
+            self.put_ahead(Lane.CONTROL, cmd, of=is_audio)
+        else:
+            self.put(Lane.CONTROL, cmd)
+
+    def client_closed(self, reason: str) -> None:
+        """The client ended the session: after everything it sent before, but ahead
+        of its queued audio (I7), and never refused."""
+        self.put_ahead(Lane.CONTROL, Close(reason), of=is_audio, refusable=False)
+
+    def stage_output(self, fence: Fence, stage: int, deltas: Sequence[pb.Delta]) -> None:
+        """A stage's visible output: transcripts as they come, reply output in order
+        once due; reply output beyond the bound fails the stage's request (I8)."""
+        for delta in deltas:
+            item = Delta(fence, delta)
+            if isinstance(delta, pb.Transcript):
+                self.offer(Lane.EVENTS, item)
+            elif not self.offer_media(item):
+                self.offer(Lane.CONTROL, Failure(fence, "output_backpressure", stage))
+
+    def offer(self, lane: Lane, item: Any) -> None:
+        """``item`` unless ``lane`` is full (then it is dropped, and that logged)."""
+        try:
+            self.put(lane, item)
+        except CapacityError:
+            self._warn.warning(f"full-{lane.name}", "%s: %s lane full; dropping",
+                               self._name, lane.name)
+
     # -- the worker's ---------------------------------------------------------------------
 
     def drop_stale(self, live: Fence) -> None:
@@ -149,6 +198,10 @@ class Inbox:
         if self._armed is not None:
             self._armed[1].cancel()
             self._armed = None
+
+    def held(self, lane: Lane) -> int:
+        """How many items ``lane`` holds (the media lane: due or not)."""
+        return len(self._lanes[lane])
 
     def __len__(self) -> int:
         return sum(len(q) for q in self._lanes.values())

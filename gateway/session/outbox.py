@@ -15,8 +15,9 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 
 from duplex import attach as at
+from duplex import commands as c
 from duplex.close_codes import CloseCode
-from duplex.errors import DuplexError, LeaseLost, StoreUnavailable
+from duplex.errors import DuplexError, LeaseLost, SessionStateError, StoreUnavailable
 from duplex.events import Event, ServerEvent, event
 from duplex.fence import Fence
 from duplex.store.base import EndState
@@ -232,6 +233,20 @@ class Outbox:
             await self._store.close_session(o.session_id, o.owner, o.incarnation, state=state)
         except DuplexError as exc:
             log.warning("session %s: close not persisted: %s", self._sid, exc)
+
+    async def refuse_late(self, items: Sequence[object]) -> None:
+        """Whatever the client sent after the end gets a clear refusal, with its id
+        (audio needs none: an append has no answer); a socket waiting to attach hears
+        the session ended."""
+        for item in items:
+            if isinstance(item, c.AppendAudio):
+                continue
+            if isinstance(item, c.Command):
+                await self.send_unjournaled(SessionStateError(
+                    "the session is closed", code="session_closed", event_id=item.event_id))
+            elif isinstance(item, Attach) and not item.done.done():
+                item.done.set_exception(SessionStateError(
+                    "the session has ended", code="session_resume_expired"))
 
     async def hang_up(self, code: CloseCode, reason: str, *, linger_s: float = 0.0) -> None:
         attachment = self._attachment

@@ -22,7 +22,7 @@ from typing import Any
 from duplex import attach as at
 from duplex import commands as c
 from duplex.close_codes import CloseCode
-from duplex.errors import CapacityError, DuplexError, LeaseLost, SessionStateError
+from duplex.errors import DuplexError, LeaseLost
 from duplex.events import ServerEvent, event
 from duplex.fence import Fence
 from duplex.session import SessionCore
@@ -50,7 +50,8 @@ class SessionRunner:
     def __init__(self, core: SessionCore, journal: Journal, orchestrator: DuplexOrchestrator,
                  plugin: pb.DuplexModelPlugin, metrics: Metrics, limits: si.SessionLimits,
                  clock: Clock) -> None:
-        self.inbox = Inbox(limits, clock, plugin.capabilities.output_rate)
+        self.inbox = Inbox(f"session {journal.session_id}", limits, clock,
+                           plugin.capabilities.output_rate)
         self.machine = SessionMachine(core, plugin, metrics, clock)
         self.outbox = Outbox(journal, fence=lambda: core.fence, on_send_failed=self.request_detach,
                              metrics=metrics, clock=clock, renew_every_s=limits.renew_every_s)
@@ -74,14 +75,11 @@ class SessionRunner:
     def submit(self, cmd: c.Command) -> None:
         """Queue a client command; raises ``CapacityError`` when the session is flooded.
         A cancel or close goes ahead of the audio still queued (I7)."""
-        if isinstance(cmd, si.OVERTAKE_AUDIO):
-            self.inbox.put_ahead(Lane.CONTROL, cmd, of=si.is_audio)
-        else:
-            self.inbox.put(Lane.CONTROL, cmd)
+        self.inbox.command(cmd)
 
     def report(self, error: DuplexError) -> None:
         """Queue an error for the client, in order with the events before it."""
-        self._put(Lane.CONTROL, si.ClientError(error))
+        self.inbox.offer(Lane.CONTROL, si.ClientError(error))
 
     def request_close(self, reason: str, *,
                       terminal: ServerEvent = ServerEvent.SESSION_CLOSED) -> None:
@@ -90,7 +88,7 @@ class SessionRunner:
     def client_closed(self, reason: str) -> None:
         """The client ended the session (a 1000 close, Twilio's ``stop``): handled
         after everything it sent before, except its queued audio (I7)."""
-        self.inbox.put_ahead(Lane.CONTROL, si.Close(reason), of=si.is_audio, refusable=False)
+        self.inbox.client_closed(reason)
 
     def request_expire(self, reason: str) -> None:
         self.request_close(reason, terminal=ServerEvent.SESSION_EXPIRED)
@@ -137,25 +135,14 @@ class SessionRunner:
 
     def on_stage_output(self, out: StageOutput) -> None:
         assert out.result is not None
-        for delta in self.plugin.project(out.stage, out.result.payload):
-            item = si.Delta(out.tag, delta)
-            if isinstance(delta, pb.Transcript):
-                self._put(Lane.EVENTS, item)
-            elif not self.inbox.offer_media(item):
-                self._put(Lane.CONTROL, si.Failure(out.tag, "output_backpressure", out.stage))
+        self.inbox.stage_output(out.tag, out.stage,
+                                self.plugin.project(out.stage, out.result.payload))
 
     def on_stage_failure(self, fence: Fence, message: str, stage: int) -> None:
-        self._put(Lane.CONTROL, si.Failure(fence, message, stage))
+        self.inbox.offer(Lane.CONTROL, si.Failure(fence, message, stage))
 
     def note_stage_latency(self, stage: int, seconds: float) -> None:
         self.machine.note_stage_latency(stage, seconds)
-
-    def _put(self, lane: Lane, item: Any) -> None:
-        try:
-            self.inbox.put(lane, item)
-        except CapacityError:
-            self._warn.warning(f"full-{lane.name}", "session %s: %s lane full; dropping",
-                               self.session_id, lane.name)
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -238,22 +225,10 @@ class SessionRunner:
         await self.orch.detach(self.machine.fence)
         await self.outbox.say_terminal(terminal, reason, self.limits.max_session_s)
         self.closed.set()
-        await self._refuse_queued()
+        await self.outbox.refuse_late(
+            [*self.inbox.drain(Lane.URGENT), *self.inbox.drain(Lane.CONTROL)])
         await self.outbox.hang_up(CloseCode.NORMAL, reason, linger_s=LINGER_S)
         self._finish()
-
-    async def _refuse_queued(self) -> None:
-        """Whatever the client sent after the end gets a clear refusal, with its id
-        (audio needs none: an append has no answer)."""
-        for item in [*self.inbox.drain(Lane.URGENT), *self.inbox.drain(Lane.CONTROL)]:
-            if isinstance(item, c.AppendAudio):
-                continue
-            if isinstance(item, c.Command):
-                await self.outbox.send_unjournaled(SessionStateError(
-                    "the session is closed", code="session_closed", event_id=item.event_id))
-            elif isinstance(item, si.Attach) and not item.done.done():
-                item.done.set_exception(SessionStateError(
-                    "the session has ended", code="session_resume_expired"))
 
     async def _lose_lease(self, exc: LeaseLost) -> None:
         """Another process owns the session now (I3): stop serving it, write nothing."""

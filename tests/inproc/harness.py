@@ -107,8 +107,8 @@ async def running_app(redis_url: str, data_dir: Path, *, clock: Clock | None = N
                       **overrides: Any) -> AsyncIterator[tuple[Starlette, Gateway]]:
     """The gateway app, its lifespan started (tone plugin, ready) and stopped after.
     ``clock``: the sessions' (``manual_clock.ManualClock``: the test moves their time)."""
-    config = GatewayConfig(plugin="tone", redis_url=redis_url, data_dir=data_dir,
-                           output_lead_ms=300, reaper_interval_s=3600.0, **overrides)
+    config = GatewayConfig(**{"plugin": "tone", "redis_url": redis_url, "data_dir": data_dir,
+                              "output_lead_ms": 300, "reaper_interval_s": 3600.0, **overrides})
     app = create_app(config, clock=clock)
     to_app: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     from_app: asyncio.Queue[dict[str, Any]] = asyncio.Queue()

@@ -29,7 +29,8 @@ def inbox(clock: ManualClock | None = None, **limits: float) -> Inbox:
     fields = {"lead_ms": LIMITS.lead_ms, "max_pending_commands": LIMITS.max_pending_commands,
               "max_pending_events": LIMITS.max_pending_events,
               "max_pending_audio": LIMITS.max_pending_audio, **limits}
-    return Inbox(SessionLimits(**fields), clock or ManualClock(), RATE)  # type: ignore[arg-type]
+    return Inbox("session test", SessionLimits(**fields), clock or ManualClock(),  # type: ignore[arg-type]
+                 RATE)
 
 
 def audio(n: int) -> c.AppendAudio:
