@@ -1,5 +1,5 @@
 """The in-process test tier: the real app (routes, realtime and Twilio adapters,
-runners, emitter, orchestrator, tone plugin) on a real Valkey, driven over
+session runners, orchestrator, tone plugin) on a real Valkey, driven over
 in-memory ASGI sockets instead of uvicorn and TCP.
 
 Why: with no network and no second process between the test and the gateway,

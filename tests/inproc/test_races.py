@@ -1,5 +1,5 @@
 """Orderings that are races over a real socket, set up exactly in-process: the
-messages are in the session's mailbox before its worker runs again."""
+messages are in the session's inbox before its worker runs again."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def queue_audio(s: MemorySocket, pcm: object) -> None:
 
 async def test_i9_commit_and_create_in_one_read_answer_the_committed_turn(
         app: tuple[Starlette, Gateway]) -> None:
-    """The turn's audio, its commit and the response.create all reach the mailbox
+    """The turn's audio, its commit and the response.create all reach the inbox
     before the worker runs: the reply must still be built from that turn."""
     s = await connect(app[0])
     await s.until("session.created")
