@@ -144,7 +144,7 @@ def ms(seconds: float) -> float:
 
 
 def seq_of(text: str) -> int:
-    """``server_event_seq`` of a wire event; the emitter stamps it as the last field."""
+    """``server_event_seq`` of a wire event; the journal stamps it as the last field."""
     tail = text.rfind('"server_event_seq":')
     if tail < 0:
         raise AssertionError(f"event without server_event_seq: {text[:120]}")
