@@ -128,7 +128,7 @@ class SessionRunner:
         done, so the reader may write."""
         await self.outbox.send_unjournaled(error)
 
-    # -- what the orchestrator may (``orchestrator.duplex.SessionSink``) ------------------
+    # -- what the orchestrator may (``gateway.session_orchestrator.SessionSink``) ---------
 
     def current_fence(self) -> Fence:
         return self.machine.fence
