@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
 from dataclasses import dataclass
 
 from duplex.errors import LeaseLost, SessionStateError, StoreUnavailable
@@ -204,12 +204,16 @@ class Journal:
                 yield Outbound(text)
                 cursor = seq
 
-    async def renew(self, every_s: float, *, force: bool) -> None:
-        """Renew the lease unless a write renewed it less than ``every_s`` ago."""
+    def renewal(self, every_s: float, *, force: bool) -> Awaitable[None] | None:
+        """The lease renewal to await; None when a write renewed the lease less than
+        ``every_s`` ago (and not ``force``): no coroutine, 50 checks a second."""
         now = self._clock.wall()
         if not force and now - self.renewed_at < every_s:
-            return
+            return None
         self.renewed_at = now
+        return self._renew(now)
+
+    async def _renew(self, now: float) -> None:
         o = self.ownership
         try:
             await self.store.renew(o.session_id, o.owner, o.incarnation, now)

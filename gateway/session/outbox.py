@@ -185,11 +185,11 @@ class Outbox:
 
     # -- the store ---------------------------------------------------------------------
 
-    async def renew(self, *, force: bool) -> None:
-        """Renew the lease (I3) at most every ``renew_every_s`` (``force``: now); a
-        journal append renews it too, so only a session that journaled nothing lately
-        makes this round trip."""
-        await self.journal.renew(self._renew_every_s, force=force)
+    def renew(self, *, force: bool) -> Awaitable[None] | None:
+        """The lease renewal (I3) to await, at most every ``renew_every_s`` (``force``:
+        now); None when none is due. A journal append renews the lease too, so only
+        a session that journaled nothing lately makes this round trip."""
+        return self.journal.renewal(self._renew_every_s, force=force)
 
     async def keep_epoch(self, epoch: int) -> None:
         await self.journal.keep_epoch(epoch)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from duplex import attach as at
@@ -151,41 +151,55 @@ class SessionRunner:
             self.inbox.expire_at(self.opened_at + self.limits.max_session_s)
         try:
             while not self.closed.is_set():
-                item = await self.inbox.get()
+                item = self.inbox.ready()
+                if item is None:
+                    await self.inbox.wait()
+                    continue
                 try:
                     for action in self.machine.take(item):
-                        await self._carry_out(action)
+                        pending = self._carry_out(action)
+                        if pending is not None:
+                            await pending
                 except Exception as exc:
                     await self._failed(item, exc)
         finally:
             self.inbox.close()
 
-    async def _carry_out(self, action: a.Action) -> None:
+    def _carry_out(self, action: a.Action) -> Awaitable[object] | None:
+        """What ``action`` takes: done here if it needs no wait, else the awaitable
+        that does it (an append's lease check, 50 a second, makes no coroutine)."""
         match action:
             case a.Renew():
-                await self.outbox.renew(force=action.force)
+                return self.outbox.renew(force=action.force)
             case a.Publish():
-                await self.outbox.publish(action.events, action.writes)
+                return self.outbox.publish(action.events, action.writes)
             case a.Submit():
-                for sub in action.submissions:
-                    await self.orch.submit(sub.stage, action.fence, sub.payload)
+                return self._submit(action)
             case a.Abort():
-                await self.orch.abort_epoch(action.cancelled)
-                self.inbox.drop_stale(action.live)
-            case a.KeepEpoch():
-                await self.outbox.keep_epoch(action.epoch)
+                return self._abort(action)
             case a.StartIdle():
                 self.inbox.idle_at(action.when, action.token)
+                return None
+            case a.KeepEpoch():
+                return self.outbox.keep_epoch(action.epoch)
             case a.Trim():
-                await self.outbox.trim(action.acked)
+                return self.outbox.trim(action.acked)
             case a.AttachSocket():
-                await self.outbox.attach(action.item, action.session)
+                return self.outbox.attach(action.item, action.session)
             case si.Detach():
-                await self.outbox.detach(action.attachment)
+                return self.outbox.detach(action.attachment)
             case si.Confirm():
-                await self.outbox.confirm_token(action.generation)
+                return self.outbox.confirm_token(action.generation)
             case si.Close():
-                await self.shutdown(action.reason, terminal=action.terminal)
+                return self.shutdown(action.reason, terminal=action.terminal)
+
+    async def _submit(self, action: a.Submit) -> None:
+        for sub in action.submissions:
+            await self.orch.submit(sub.stage, action.fence, sub.payload)
+
+    async def _abort(self, action: a.Abort) -> None:
+        await self.orch.abort_epoch(action.cancelled)
+        self.inbox.drop_stale(action.live)
 
     async def _failed(self, item: Any, exc: Exception) -> None:
         """``item`` failed: its waiter, or the client, hears why; a lost lease stops
@@ -221,7 +235,9 @@ class SessionRunner:
         if self.closed.is_set():
             return
         for action in self.machine.close(reason):
-            await self._carry_out(action)
+            pending = self._carry_out(action)
+            if pending is not None:
+                await pending
         await self.orch.detach(self.machine.fence)
         await self.outbox.say_terminal(terminal, reason, self.limits.max_session_s)
         self.closed.set()

@@ -85,7 +85,7 @@ def taken_items(runner: SessionRunner,
     take = runner.machine.take
 
     def recording(item: object) -> Iterator[Any]:
-        taken.append((item, runner.inbox.wakes))
+        taken.append((item, runner.inbox.waits))
         return take(item)
 
     monkeypatch.setattr(runner.machine, "take", recording)
@@ -163,7 +163,7 @@ async def test_a_burst_of_appends_is_drained_in_one_wake(
     appends = [wakes for item, wakes in taken if isinstance(item, c.AppendAudio)]
     assert len(appends) == frames == 20
     assert len(set(appends)) == 1  # all of them handled in one wake of the worker
-    assert runner.inbox.wakes - taken[0][1] <= 1
+    assert runner.inbox.waits - taken[0][1] <= 1
 
 
 async def test_the_lifetime_ends_the_session_on_the_sessions_clock(

@@ -261,7 +261,7 @@ async def test_a_burst_queued_while_the_worker_waits_costs_one_wake_and_one_time
         box.put(Lane.CONTROL, audio(n))
     assert await asyncio.wait_for(getting, 5) == audio(0)
     assert ready_now(box) == [audio(n) for n in range(1, 5)]  # no further wait
-    assert box.wakes == 1
+    assert box.waits == 1
     getting = asyncio.create_task(box.get())
     await settle()
     assert len(clock.pending) == 1  # the same deadline: the same timer, not one a wait
