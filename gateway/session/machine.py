@@ -160,7 +160,9 @@ class SessionMachine:
             else:
                 self.core.speech_stopped(vad_event.audio_ms)
             yield from self._effects()
-        yield from self._submit(self.plan.audio(pcm, self._view))
+        submissions = self.plan.audio(pcm, self._view)
+        if submissions:
+            yield Submit(self.core.fence, submissions)
 
     def _effects(self) -> Iterator[Action]:
         """The core's effects so far, as actions in their order, but for its history
