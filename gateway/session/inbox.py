@@ -85,10 +85,11 @@ class Inbox:
         self._clock = clock
         self._lifetime = math.inf  # when the session expires (clock.now() time)
         self._idle: tuple[float, int] | None = None  # (when, token)
-        self._soonest = math.inf  # the earliest timer
+        self._timer: Timer | None = None  # at the earliest of the two
+        self._timers_due = False  # it ran: see which are due (no clock read an item)
         self._media_at = math.inf  # when the media's head is due, as ready() last found
         self._ready = Wakeup()  # the worker is its one waiter
-        self._armed: tuple[float, Timer] | None = None  # the wake-up at a deadline
+        self._armed: tuple[float, Timer] | None = None  # the wake-up at the media's due time
         self.waits = 0  # times the worker waited (tests, benches)
 
     # -- producers --------------------------------------------------------------------
@@ -186,8 +187,16 @@ class Inbox:
         self._timers_changed()
 
     def _timers_changed(self) -> None:
-        self._soonest = min(self._lifetime, self._idle[0] if self._idle else math.inf)
-        self._ready.set()  # the worker may wait on an older deadline
+        if self._timer is not None:
+            self._timer.cancel()
+        soonest = min(self._lifetime, self._idle[0] if self._idle else math.inf)
+        self._timer = None if soonest == math.inf else self._clock.call_at(
+            soonest, self._timers_up)
+
+    def _timers_up(self) -> None:
+        self._timer = None
+        self._timers_due = True
+        self._ready.set()
 
     def drain(self, lane: Lane) -> list[Any]:
         items = list(self._lanes[lane])
@@ -195,9 +204,10 @@ class Inbox:
         return items
 
     def close(self) -> None:
-        if self._armed is not None:
-            self._armed[1].cancel()
-            self._armed = None
+        for timer in (self._timer, self._armed[1] if self._armed else None):
+            if timer is not None:
+                timer.cancel()
+        self._timer = self._armed = None
 
     def held(self, lane: Lane) -> int:
         """How many items ``lane`` holds (the media lane: due or not)."""
@@ -209,7 +219,7 @@ class Inbox:
     def ready(self) -> Any | None:
         """The next item to handle now: a queued one, else the media's head once due;
         None when there is none."""
-        if self._soonest <= self._clock.now():
+        if self._timers_due:
             self._fire_timers()
         for queue in self._in_order:
             if queue:
@@ -227,7 +237,7 @@ class Inbox:
         when ``ready`` found nothing. A future, not a coroutine: the worker waits
         about 50 times a second."""
         self._ready.clear()
-        self._arm(min(self._soonest, self._media_at))
+        self._arm(self._media_at)
         self.waits += 1
         return self._ready.future()
 
@@ -252,6 +262,9 @@ class Inbox:
         return None
 
     def _fire_timers(self) -> None:
+        """The timers that are due become items (a timer's wake-up may come a little
+        early: what is not due yet is armed again)."""
+        self._timers_due = False
         now = self._clock.now()
         if self._lifetime <= now:
             self._lifetime = math.inf
@@ -260,11 +273,11 @@ class Inbox:
             # behind the commands already queued, and never refused: it must be heard
             self._lanes[Lane.CONTROL].append(IdleElapsed(self._idle[1]))
             self._idle = None
-        self._soonest = min(self._lifetime, self._idle[0] if self._idle else math.inf)
+        self._timers_changed()
 
     def _arm(self, when: float) -> None:
         """One wake-up at ``when`` (none for ``inf``), kept while the deadline holds: a
-        wait per append must not cost a timer each."""
+        wait per reply chunk must not cost a timer each."""
         armed = self._armed
         if armed is not None and armed[0] == when:
             return

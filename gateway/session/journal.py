@@ -19,11 +19,11 @@ behind what the client was sent, it writes them again, byte for byte.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass
+from types import TracebackType
 
 from duplex.errors import LeaseLost, SessionStateError, StoreUnavailable
 from duplex.events import Event, to_beta
@@ -77,6 +77,7 @@ class Journal:
         self._window_bytes = 0
         self._recent: deque[tuple[float, int, str]] = deque()  # (time, seq, text)
         self._recent_bytes = 0
+        self._fenced = _Fenced(self)
 
     @property
     def session_id(self) -> str:
@@ -105,7 +106,7 @@ class Journal:
         now = self._clock.wall()
         batch = [(seq, out.text) for seq, out in stamped]
         trim = self._trim_point(now, sum(len(text) for _, text in batch))
-        with self._fenced():
+        with self._fenced:
             try:
                 await self._append(batch, now, trim, fence)
             except StoreConflict as exc:
@@ -120,19 +121,6 @@ class Journal:
             self._window_bytes += len(out.text)
             self._keep(now, seq, out.text)
         return [out for _, out in stamped]
-
-    @contextlib.contextmanager
-    def _fenced(self) -> Iterator[None]:
-        """Store errors as the session hears them: one that says the session is no
-        longer open here is the lease lost (I3); Redis away leaves the journal
-        uncertain (an append may have landed)."""
-        try:
-            yield
-        except StoreUnavailable:
-            self.uncertain = True
-            raise
-        except SessionStateError as exc:
-            raise LeaseLost(f"the session is gone from the store: {exc.message}") from exc
 
     async def _append(self, batch: list[tuple[int, str]], now: float, trim: int | None,
                       fence: Fence) -> None:
@@ -167,7 +155,7 @@ class Journal:
         """After a failed append: the journal is the truth. What landed, to send, once
         it is durable: an append short of replica acks is on the primary alone, and
         a failover would take back what the client was sent (I4)."""
-        with self._fenced():
+        with self._fenced:
             last = await self.store.settled_last_seq(self.session_id)
             while self.last_seq < last:
                 entries = await self.store.read_journal(self.session_id, self.last_seq, PAGE)
@@ -234,3 +222,25 @@ class Journal:
             except StoreUnavailable as exc:
                 log.warning("session %s: epoch bump not persisted: %s", o.session_id, exc)
                 return
+
+
+class _Fenced:
+    """Store errors as the session hears them: one that says the session is no
+    longer open here is the lease lost (I3); Redis away leaves the journal
+    uncertain (an append may have landed). A context manager made once (a journal
+    write is made several times a second)."""
+
+    __slots__ = ("_journal",)
+
+    def __init__(self, journal: Journal) -> None:
+        self._journal = journal
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if isinstance(exc, StoreUnavailable):
+            self._journal.uncertain = True
+        elif isinstance(exc, SessionStateError):
+            raise LeaseLost(f"the session is gone from the store: {exc.message}") from exc

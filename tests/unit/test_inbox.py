@@ -178,47 +178,67 @@ def test_i2_a_cancel_drops_the_old_epochs_media_and_keeps_the_new() -> None:
 # -- timers ------------------------------------------------------------------------------
 
 
-def test_the_lifetime_ends_with_an_urgent_expiry_at_its_deadline() -> None:
+async def settle() -> None:
+    """Let the callbacks and tasks that can run, run (no time passes)."""
+    for _ in range(3):
+        await asyncio.sleep(0)
+
+
+async def test_the_lifetime_ends_with_an_urgent_expiry_at_its_deadline() -> None:
     clock = ManualClock()
     box = inbox(clock)
     box.expire_at(clock.wall() + 5.0)  # the store's time: five seconds from now
     box.put(Lane.CONTROL, "a command")
     clock.advance(4.99)
+    await settle()
     assert box.ready() == "a command"
     assert box.ready() is None
     clock.advance(0.02)
+    await settle()
     box.put(Lane.CONTROL, "another")
     assert box.ready() == Close(at.MAX_DURATION, ServerEvent.SESSION_EXPIRED)
     assert ready_now(box) == ["another"]  # said once
+    assert clock.pending == []
 
 
-def test_a_lifetime_already_over_expires_at_once() -> None:
+async def test_a_lifetime_already_over_expires_at_once() -> None:
     clock = ManualClock()
     box = inbox(clock)
     box.expire_at(clock.wall() - 60.0)  # opened long ago, before a takeover
+    await settle()
     assert box.ready() == Close(at.MAX_DURATION, ServerEvent.SESSION_EXPIRED)
 
 
-def test_an_idle_timeout_goes_behind_the_queued_commands_even_into_a_full_lane() -> None:
+async def test_an_idle_timeout_goes_behind_the_queued_commands_even_into_a_full_lane() -> None:
     clock = ManualClock()
     box = inbox(clock, max_pending_commands=1)
+    box.expire_at(clock.wall() + 3600.0)
     box.idle_at(clock.now() + 0.5, 1)
     box.idle_at(clock.now() + 0.7, 2)  # a newer timer replaces it
     box.put(Lane.CONTROL, "a command")  # the lane is full
     clock.advance(0.6)
+    await settle()
     assert box.ready() == "a command"
     assert box.ready() is None  # the first timer is gone
     clock.advance(0.1)
+    await settle()
     assert box.ready() == IdleElapsed(2)
+    assert clock.pending == [pytest.approx(clock.now() + 3600.0 - 0.7)]  # the lifetime's
+
+
+async def test_a_timer_that_runs_a_little_early_fires_at_its_deadline() -> None:
+    clock = ManualClock()
+    box = inbox(clock)
+    box.idle_at(clock.now() + 0.5, 1)
+    clock.fire_early()
+    await settle()
+    assert box.ready() is None and clock.pending == [pytest.approx(clock.now() + 0.5)]
+    clock.advance(0.5)
+    await settle()
+    assert box.ready() == IdleElapsed(1)
 
 
 # -- the one wait --------------------------------------------------------------------------
-
-
-async def settle() -> None:
-    """Let the tasks that can run, run until they wait (no time passes)."""
-    for _ in range(3):
-        await asyncio.sleep(0)
 
 
 async def test_the_worker_waits_for_the_media_due_on_the_clock() -> None:
