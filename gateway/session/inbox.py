@@ -21,10 +21,16 @@ across takeovers) and the idle timeout after a reply (``idle_timeout_ms``,
 (a lifetime's end is an urgent close; an idle timeout goes behind the commands
 already queued, never refused), handled in order with everything else.
 
-One wait. ``get`` returns the next item, waiting only when nothing is queued or
-due: for a put, or the earliest deadline (the media's head, a timer), on the
-session's ``Clock``. Whatever was queued while the worker worked is handled
-before it waits again: a burst of appends costs one wake.
+One wait. The worker takes what is ready (``ready``: a queued item, else the
+media's head once due) until nothing is, then parks (``wait``). While it is
+parked, a put or a deadline (the media's head, a timer, on the session's
+``Clock``) hands what became ready to the worker's ``take`` at the end of that
+turn of the event loop, with everything else put in the same turn (a burst of
+frames read at once, and a cancel that overtook them): one loop callback, not a
+task switch. Only when ``take`` meets something that must wait (a journal
+write, a stage submit) does the worker's task resume, with it. Whatever is
+queued while the worker works is taken before it parks again. Every item goes
+the same way, one at a time, in lane order.
 """
 
 from __future__ import annotations
@@ -34,8 +40,8 @@ import enum
 import logging
 import math
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from duplex import attach as at
 from duplex import commands as c
@@ -57,6 +63,8 @@ from gateway.session.items import (
 from plugins import base as pb
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class Lane(enum.IntEnum):
@@ -88,7 +96,10 @@ class Inbox:
         self._timer: Timer | None = None  # at the earliest of the two
         self._timers_due = False  # it ran: see which are due (no clock read an item)
         self._media_at = math.inf  # when the media's head is due, as ready() last found
-        self._ready = Wakeup()  # the worker is its one waiter
+        self._loop: asyncio.AbstractEventLoop | None = None  # looked up once (a syscall)
+        # the parked worker: what takes the items as they come, and the future it waits on
+        self._parked: tuple[Callable[[], Any], asyncio.Future[Any]] | None = None
+        self._handing = False  # a hand-over to the parked worker is due this turn
         self._armed: tuple[float, Timer] | None = None  # the wake-up at the media's due time
         self.waits = 0  # times the worker waited (tests, benches)
 
@@ -97,7 +108,7 @@ class Inbox:
     def put(self, lane: Lane, item: Any) -> None:
         self._check_room(lane)
         self._lanes[lane].append(item)
-        self._ready.set()
+        self._signal()
 
     def put_ahead(self, lane: Lane, item: Any, *, of: Callable[[Any], bool],
                   refusable: bool = True) -> None:
@@ -111,12 +122,12 @@ class Inbox:
         while index and of(queue[index - 1]):
             index -= 1
         queue.insert(index, item)
-        self._ready.set()
+        self._signal()
 
     def put_urgent(self, item: Any) -> None:
         """An item that must never be refused or wait (close, detach, attach)."""
         self._lanes[Lane.URGENT].append(item)
-        self._ready.set()
+        self._signal()
 
     def _check_room(self, lane: Lane) -> None:
         if len(self._lanes[lane]) >= self._limits[lane]:
@@ -129,7 +140,7 @@ class Inbox:
         if len(self._media) >= self._limits[Lane.MEDIA]:
             return False
         self._media.append(item)
-        self._ready.set()
+        self._signal()
         return True
 
     # -- what the session's producers queue ------------------------------------------------
@@ -196,7 +207,7 @@ class Inbox:
     def _timers_up(self) -> None:
         self._timer = None
         self._timers_due = True
-        self._ready.set()
+        self._signal()
 
     def drain(self, lane: Lane) -> list[Any]:
         items = list(self._lanes[lane])
@@ -208,6 +219,7 @@ class Inbox:
             if timer is not None:
                 timer.cancel()
         self._timer = self._armed = None
+        self._parked = None
 
     def held(self, lane: Lane) -> int:
         """How many items ``lane`` holds (the media lane: due or not)."""
@@ -232,20 +244,54 @@ class Inbox:
             self._media_at = due
         return None
 
-    def wait(self) -> Awaitable[None]:
-        """Until a put or the earliest deadline (the media's head, a timer): call it
-        when ``ready`` found nothing. A future, not a coroutine: the worker waits
-        about 50 times a second."""
-        self._ready.clear()
+    def wait(self, take: Callable[[], T | None]) -> asyncio.Future[T]:
+        """Park the worker: from now on, whatever becomes ready (a put, a deadline) is
+        handed to ``take`` at once, in the turn that made it ready, until ``take``
+        returns something (what is left to wait on): the future's result. Call it
+        when ``take`` found nothing. A future, not a coroutine; and while the worker
+        is parked an item costs a call, not a task switch (50 a second a session)."""
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._parked = (take, future)
         self._arm(self._media_at)
         self.waits += 1
-        return self._ready.future()
+        return future
 
     async def get(self) -> Any:
         """The next item to handle, waiting for it when none is ready."""
-        while (item := self.ready()) is None:
-            await self.wait()
-        return item
+        item = self.ready()
+        return item if item is not None else await self.wait(self.ready)
+
+    def _signal(self) -> None:
+        """Something may be ready: a parked worker takes it at the end of this turn,
+        with whatever else is put meanwhile (a busy worker looks before it parks
+        again)."""
+        if self._parked is not None and not self._handing:
+            self._handing = True
+            assert self._loop is not None  # set by wait(), which parked the worker
+            self._loop.call_soon(self._hand_over)
+
+    def _hand_over(self) -> None:
+        self._handing = False
+        parked = self._parked
+        if parked is None:
+            return
+        take, future = parked
+        self._parked = None  # not parked while it takes: a put meanwhile is queued
+        if future.done():  # the worker was cancelled
+            return
+        try:
+            left = take()
+        except BaseException as exc:
+            future.set_exception(exc)
+            return
+        if left is not None:
+            future.set_result(left)
+        else:
+            self._parked = parked
+            self._arm(self._media_at)
 
     def _media_due(self) -> float | None:
         """When the media's head may go, as the pacer says; None when now (then the
@@ -290,54 +336,4 @@ class Inbox:
         # spent: a loop may run a timer a little early, and the next wait on the same
         # deadline needs a timer of its own
         self._armed = None
-        self._ready.set()
-
-
-class Wakeup:
-    """Set and clear as an ``asyncio.Event``; at most one task waits at a time.
-
-    ``asyncio.Event.wait`` looks up the running loop on every call (in CPython
-    3.11 that is a ``getpid()`` system call, for fork safety) and keeps a deque
-    of waiters; a profile at 32 sessions put 3-4 % of the gateway there. One
-    task waits on an inbox, so one future, on a loop looked up once, does the same.
-    """
-
-    __slots__ = ("_loop", "_set", "_waiter")
-
-    def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._set = False
-        self._waiter: asyncio.Future[None] | None = None
-
-    def is_set(self) -> bool:
-        return self._set
-
-    def set(self) -> None:
-        self._set = True
-        waiter = self._waiter
-        if waiter is not None:
-            self._waiter = None
-            if not waiter.done():
-                waiter.set_result(None)
-
-    def clear(self) -> None:
-        self._set = False
-
-    def future(self) -> asyncio.Future[None]:
-        """A future done once set (at once if it is): to await without a coroutine."""
-        if self._waiter is not None and not self._waiter.done():
-            raise RuntimeError("Wakeup has one waiter at a time")
-        loop = self._loop
-        if loop is None:
-            loop = self._loop = asyncio.get_running_loop()
-        future = loop.create_future()
-        if self._set:
-            future.set_result(None)
-        else:
-            self._waiter = future
-        return future
-
-    async def wait(self) -> None:
-        """Return once set (at once if it is)."""
-        if not self._set:
-            await self.future()
+        self._signal()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from duplex import attach as at
@@ -151,19 +151,38 @@ class SessionRunner:
             self.inbox.expire_at(self.opened_at + self.limits.max_session_s)
         try:
             while not self.closed.is_set():
-                item = self.inbox.ready()
-                if item is None:
-                    await self.inbox.wait()
-                    continue
-                try:
-                    for action in self.machine.take(item):
-                        pending = self._carry_out(action)
-                        if pending is not None:
-                            await pending
-                except Exception as exc:
-                    await self._failed(item, exc)
+                rest = self._take()
+                if rest is None:  # parked: the inbox hands items to _take as they come
+                    rest = await self.inbox.wait(self._take)
+                await rest
         finally:
             self.inbox.close()
+
+    def _take(self) -> Awaitable[None] | None:
+        """Take the items ready now, each as far as its actions go without a wait;
+        the rest of the first that must wait, to await (None: nothing is left)."""
+        while not self.closed.is_set() and (item := self.inbox.ready()) is not None:
+            actions = self.machine.take(item)
+            try:
+                for action in actions:
+                    pending = self._carry_out(action)
+                    if pending is not None:
+                        return self._rest_of(item, pending, actions)
+            except Exception as exc:
+                return self._failed(item, exc)
+        return None
+
+    async def _rest_of(self, item: Any, pending: Awaitable[object],
+                       actions: Iterator[a.Action]) -> None:
+        """An item's actions from the first that waits (``pending``) on."""
+        try:
+            await pending
+            for action in actions:
+                pending_next = self._carry_out(action)
+                if pending_next is not None:
+                    await pending_next
+        except Exception as exc:
+            await self._failed(item, exc)
 
     def _carry_out(self, action: a.Action) -> Awaitable[object] | None:
         """What ``action`` takes: done here if it needs no wait, else the awaitable
@@ -203,7 +222,7 @@ class SessionRunner:
 
     async def _failed(self, item: Any, exc: Exception) -> None:
         """``item`` failed: its waiter, or the client, hears why; a lost lease stops
-        the session here (I3). Called while ``exc`` is handled."""
+        the session here (I3)."""
         if isinstance(exc, LeaseLost):
             await self._lose_lease(exc)
             return
@@ -212,7 +231,7 @@ class SessionRunner:
                 raise exc  # the runner's own item: gateway._run fails the session
             # one command's bug must not end the session (nor flood the log)
             self._warn.warning("command-bug", "session %s: %s failed", self.session_id,
-                               type(item).__name__, exc_info=True)
+                               type(item).__name__, exc_info=exc)
             exc = DuplexError(f"the server failed to handle this event: {type(exc).__name__}",
                               code="internal_error")
         if isinstance(item, c.Command) and exc.event_id is None:
