@@ -49,7 +49,10 @@ class LoopClock:
         return loop
 
     def now(self) -> float:
-        return self._running().time()
+        loop = self._loop  # inline: read about twice an item
+        if loop is None or loop.is_closed():
+            loop = self._running()
+        return loop.time()
 
     def wall(self) -> float:
         return time.time()
