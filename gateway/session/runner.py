@@ -6,9 +6,11 @@ socket changes); the worker takes one item at a time (control first, I7), the
 session machine (``gateway.session.machine``) turns it into actions, and the
 worker carries those out, in order: through the outbox (journal, then send: I4;
 store writes), the orchestrator (stage submits and aborts) or the inbox itself
-(a cancel's purge of the old epoch's media: I2; timers). The runner is also the
-session's face to the transports and the orchestrator: what they may ask of it
-is below, and all of it only queues.
+(a cancel's purge of the old epoch's media: I2; timers). When nothing is ready
+the worker parks: the inbox hands it what comes at the end of that loop turn
+(``_take``), and its task resumes only with an item's actions that must wait.
+The runner is also the session's face to the transports and the orchestrator:
+what they may ask of it is below, and all of it only queues.
 """
 
 from __future__ import annotations
