@@ -11,7 +11,7 @@ pool of distinct frames, generated up front so the generator does not compete
 with the gateway for the CPU): valid commands with one thing wrong, junk text,
 deep JSON, out-of-range numbers, lone surrogates, odd binary frames. Each frame
 must get exactly one ``error`` event; a socket keeps at most ``--window``
-unanswered, so the session's mailbox never overflows and every frame counts.
+unanswered, so the session's inbox never overflows and every frame counts.
 
 It prints the count per error code, frames left unanswered, events that were
 not errors, crashes (the gateway exiting, or any 1006/1011 close: must be 0),

@@ -50,7 +50,7 @@ Part 1: resume latency, journals of K = 10, 100, 1,000 events to replay.
                    plain connect.
     raw XRANGE     the same K journal entries read straight from Valkey with
                    redis-py (same client settings as the gateway, 500 entries
-                   per XRANGE like ``Emitter.replay``); 'replay - raw'
+                   per XRANGE like ``Journal.read_after``); 'replay - raw'
                    (p50 - p50) is the replay overhead over the store.
   Samples of the three are interleaved (one plain connect, one resume per K,
   one XRANGE per K, repeat), so drift hits them alike. p99 over ~40 samples is
@@ -59,7 +59,7 @@ Part 1: resume latency, journals of K = 10, 100, 1,000 events to replay.
 Part 2: events journaled per second by one gateway process.
   N = 1, 4, 16 concurrent sessions, each sending one command as fast as it
   can, pipelined (up to WINDOW unanswered per session, below the gateway's
-  512-command mailbox bound, so no ``input_backpressure``), reading the
+  512-command inbox bound, so no ``input_backpressure``), reading the
   answers concurrently. Two commands, each answered by exactly one event:
     session.heartbeat          -> session.heartbeat_ack; the gateway also
                                   renews the lease on every heartbeat (a
@@ -117,8 +117,8 @@ READY = re.compile(r"duplex-gateway ready: http://([^/\s]+)/")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 SIZES = (10, 100, 1000)
 SESSION_COUNTS = (1, 4, 16)
-WINDOW = 64  # unacknowledged heartbeats per session (the mailbox holds 512)
-REPLAY_CHUNK = 500  # entries per XRANGE, as Emitter.replay reads them
+WINDOW = 64  # unacknowledged heartbeats per session (the inbox holds 512)
+REPLAY_CHUNK = 500  # entries per XRANGE, as Journal.read_after reads them
 DROP_PAUSE_S = 0.05  # untimed pause between an abort and the next resume
 IO_TIMEOUT_S = 15.0
 HEARTBEAT = json.dumps({"type": "session.heartbeat"})
@@ -144,7 +144,7 @@ def ms(seconds: float) -> float:
 
 
 def seq_of(text: str) -> int:
-    """``server_event_seq`` of a wire event; the emitter stamps it as the last field."""
+    """``server_event_seq`` of a wire event; the journal stamps it as the last field."""
     tail = text.rfind('"server_event_seq":')
     if tail < 0:
         raise AssertionError(f"event without server_event_seq: {text[:120]}")
@@ -377,7 +377,7 @@ async def prepare(url: str, k: int) -> Journaled:
                                          created["server_event_seq"])
     sent = 0
     got = 0
-    while got < k:  # pipelined in windows, well under the mailbox bound
+    while got < k:  # pipelined in windows, well under the inbox bound
         while sent < k and sent - got < WINDOW:
             await s.ws.send(HEARTBEAT)
             sent += 1

@@ -1,15 +1,17 @@
 """Conversation items: what ``conversation.item.*`` and ``playback.ack`` do to a
 session's conversation, and the bounds it stays within (``duplex.conversation``).
 
-A mixin of ``SessionCore`` (the state lives there); kept apart so each module
-stays small enough to read in one go.
+A part of ``SessionCore`` (its ``conversation``): it holds the items (the same
+ordered dict the core appends turns and replies to), their budget and the
+playback ledgers of finished replies, and reports through the core's effects.
+The core checks that the session is open before it hands a command on.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from duplex import commands as c
 from duplex import effects as fx
@@ -19,12 +21,10 @@ from duplex.conversation import ItemBudget
 from duplex.errors import InvalidRequest
 from duplex.events import ServerEvent as E
 from duplex.ledger import PlaybackLedger
-
-if TYPE_CHECKING:
-    from duplex.response import Response
-
+from duplex.response import Response
 
 ROOT = "root"  # OpenAI's previous_item_id for "first in the conversation" (LiveKit sends it)
+KEEP_LEDGERS = 8  # finished responses whose playback can still be acked
 
 
 Check = Callable[[dict[str, Any], str], None]  # an item, and where it is ("item")
@@ -81,22 +81,22 @@ def checked_item(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
 
 
 class ConversationItems:
-    __slots__ = ()
-    # state and plumbing of SessionCore
-    items: OrderedDict[str, ev.Event]
-    response: Response | None
-    budget: ItemBudget
-    _ledgers: OrderedDict[str, PlaybackLedger]
-    _effects: list[fx.Effect]
+    __slots__ = ("_effect", "_ledgers", "_new_id", "budget", "items")
 
-    def _require_open(self) -> None: ...
+    def __init__(self, items: OrderedDict[str, ev.Event], budget: ItemBudget, *,
+                 effect: Callable[[fx.Effect], None], new_id: Callable[[str], str]) -> None:
+        self.items = items
+        self.budget = budget
+        self._ledgers: OrderedDict[str, PlaybackLedger] = OrderedDict()
+        self._effect = effect  # the core's: effects in order with its own
+        self._new_id = new_id
+        for item_id, item in items.items():  # a restored conversation
+            budget.set(item_id, item)
 
-    def _new_id(self, prefix: str) -> str: raise NotImplementedError
-
-    def _emit(self, kind: E, **fields: Any) -> None: ...
+    def _emit(self, kind: E, **fields: Any) -> None:
+        self._effect(fx.Emit(ev.event(kind, **fields)))
 
     def create_item(self, cmd: c.CreateItem) -> None:
-        self._require_open()
         item = checked_item(cmd.item, "item")
         kind = item["type"]
         item_id = item.get("id") or self._new_id("item")
@@ -122,9 +122,9 @@ class ConversationItems:
                 "delete items first", code="conversation_full", param="item")
         self._insert(item_id, item, previous)
         self.budget.set(item_id, item)
-        self._effects.append(fx.SaveItem(item_id, item, previous))
+        self._effect(fx.SaveItem(item_id, item, previous))
         if kind != "message" or ev.item_text(item):  # the model hears it before the next reply
-            self._effects.append(fx.ContextChanged(items=(item,)))
+            self._effect(fx.ContextChanged(items=(item,)))
         after = previous if previous not in (None, ROOT) else self._before(item_id)
         self._emit(E.ITEM_ADDED, previous_item_id=after, item=item)
         self._emit(E.ITEM_DONE, previous_item_id=after, item=item)
@@ -176,11 +176,9 @@ class ConversationItems:
         return item
 
     def retrieve_item(self, cmd: c.RetrieveItem) -> None:
-        self._require_open()
         self._emit(E.ITEM_RETRIEVED, item=self._item(cmd.item_id, "retrieve"))
 
     def delete_item(self, cmd: c.DeleteItem) -> None:
-        self._require_open()
         self._item(cmd.item_id, "delete")
         self._forget(cmd.item_id)
 
@@ -188,24 +186,30 @@ class ConversationItems:
         del self.items[item_id]
         self._ledgers.pop(item_id, None)
         self.budget.drop(item_id)
-        self._effects.append(fx.ForgetItem(item_id))
+        self._effect(fx.ForgetItem(item_id))
         self._emit(E.ITEM_DELETED, item_id=item_id)
 
-    def _counted(self, item_id: str) -> None:
+    def counted(self, item_id: str) -> None:
         """``item_id`` was added or changed size: the oldest items make room (I8)."""
         self.budget.set(item_id, self.items[item_id])
         for old in self.budget.evictions(list(self.items), keep=item_id):
             self._forget(old)
 
-    def _ledger_for(self, item_id: str) -> PlaybackLedger | None:
-        if self.response is not None and self.response.item_id == item_id:
-            return self.response.ledger
+    def keep_ledger(self, ledger: PlaybackLedger) -> None:
+        """A reply finished: its playback can still be acked (the last few)."""
+        self._ledgers[ledger.item_id] = ledger
+        while len(self._ledgers) > KEEP_LEDGERS:
+            self._ledgers.popitem(last=False)
+
+    def _ledger_for(self, item_id: str, response: Response | None) -> PlaybackLedger | None:
+        if response is not None and response.item_id == item_id:
+            return response.ledger
         return self._ledgers.get(item_id)
 
-    def truncate_item(self, cmd: c.TruncateItem) -> None:
-        """Cut an assistant item to the audio the user heard (I6)."""
-        self._require_open()
-        ledger = self._ledger_for(cmd.item_id)
+    def truncate_item(self, cmd: c.TruncateItem, response: Response | None) -> None:
+        """Cut an assistant item to the audio the user heard (I6); ``response``: the
+        one running, if any."""
+        ledger = self._ledger_for(cmd.item_id, response)
         if ledger is None:
             self._item(cmd.item_id, "truncate")  # unknown ids first
             raise InvalidRequest("Only model output audio messages can be truncated",
@@ -228,17 +232,17 @@ class ConversationItems:
                                             audio=audio)["content"]
         item["status"] = "incomplete"
         self.budget.set(ledger.item_id, item)
-        self._effects.append(fx.SaveItem(ledger.item_id, item, None))
+        self._effect(fx.SaveItem(ledger.item_id, item, None))
 
-    def playback_ack(self, cmd: c.PlaybackAck) -> None:
-        self._require_open()
+    def playback_ack(self, cmd: c.PlaybackAck, response: Response | None) -> None:
+        """What the client played of a reply (``response``: the one running, if any)."""
         item_id = cmd.item_id
         if item_id is None and cmd.response_id is not None:
-            item_id = next((lg.item_id for lg in self._all_ledgers()
+            item_id = next((lg.item_id for lg in self.ledgers(response)
                             if lg.response_id == cmd.response_id), None)
-        if item_id is None and self.response is not None:
-            item_id = self.response.item_id
-        ledger = self._ledger_for(item_id) if item_id else None
+        if item_id is None and response is not None:
+            item_id = response.item_id
+        ledger = self._ledger_for(item_id, response) if item_id else None
         if ledger is None:
             raise InvalidRequest("no assistant audio to acknowledge",
                                  code="playback_item_not_found", param="item_id")
@@ -250,7 +254,8 @@ class ConversationItems:
                    response_id=ledger.response_id, played_ms=played,
                    truncated=cmd.truncate, generated_ms=ledger.generated_ms)
 
-    def _all_ledgers(self) -> Sequence[PlaybackLedger]:
-        current = [self.response.ledger] if self.response else []
+    def ledgers(self, response: Response | None) -> Sequence[PlaybackLedger]:
+        """The replies whose playback can be acked: ``response`` (running), then the
+        last few finished."""
+        current = [response.ledger] if response else []
         return [*current, *self._ledgers.values()]
-

@@ -42,7 +42,6 @@ from duplex.turns import (
 )
 
 MIN_COMMIT_MS = 100.0  # OpenAI refuses commits of less than 100 ms of audio
-KEEP_LEDGERS = 8  # finished responses whose playback can still be acked
 
 
 @dataclass(slots=True)
@@ -53,7 +52,7 @@ class InputBuffer:
 
 
 @dataclass(slots=True)
-class SessionCore(ConversationItems):
+class SessionCore:
     fence: Fence
     config: SessionConfig = field(default_factory=SessionConfig)
     beta: bool = False  # the client speaks the beta dialect (session object shape)
@@ -67,19 +66,21 @@ class SessionCore(ConversationItems):
     abilities: ModelAbilities = field(default_factory=ModelAbilities)  # what the plugin can do
     idle: IdleWatch = field(default_factory=IdleWatch)  # idle_timeout_ms (duplex.idle)
     heard_ms: float = 0.0  # user audio appended in all (the input's timeline)
-    _ledgers: OrderedDict[str, PlaybackLedger] = field(default_factory=OrderedDict)
+    # its items (the same ``items``), their bounds and the finished replies' ledgers
+    conversation: ConversationItems = field(init=False)
     _input_ms: dict[str, float] = field(default_factory=dict)  # committed audio per item
     _effects: list[fx.Effect] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        for item_id, item in self.items.items():  # a restored conversation
-            self.budget.set(item_id, item)
+        self.conversation = ConversationItems(self.items, self.budget,
+                                              effect=self._effects.append, new_id=self._new_id)
 
     # -- plumbing ---------------------------------------------------------------
 
     def effects(self) -> list[fx.Effect]:
         """Pull the effects of the inputs handled so far (call after every input)."""
-        out, self._effects = self._effects, []
+        out = self._effects.copy()
+        self._effects.clear()  # the same list: the conversation appends to it
         return out
 
     def _emit(self, kind: E, **fields: Any) -> None:
@@ -205,7 +206,7 @@ class SessionCore(ConversationItems):
         self._emit(E.ITEM_ADDED, previous_item_id=previous, item=item)
         self._emit(E.ITEM_DONE, previous_item_id=previous, item=item)
         self._effects.append(fx.SaveItem(item_id, item, previous))
-        self._counted(item_id)
+        self.conversation.counted(item_id)
         self._turn(TurnEvent.INPUT_COMMITTED)
         if respond and self.response is not None:
             self.deferred_response = True  # answer once the active response ends
@@ -230,7 +231,7 @@ class SessionCore(ConversationItems):
             return
         item["content"] = [{"type": "input_audio", "transcript": text}]
         self._effects.append(fx.SaveItem(item_id, item, None))
-        self._counted(item_id)
+        self.conversation.counted(item_id)
         if self.config.transcription is not None:
             seconds = round(self._input_ms.pop(item_id, 0.0) / 1000.0, 3)
             # OpenAI's whisper-1 sends its transcript as one delta, then completed;
@@ -258,7 +259,7 @@ class SessionCore(ConversationItems):
         self.abilities.check_modes(cmd.output_modalities or (), "response.output_modalities")
         self.abilities.check_input(cmd.input)
         tools = response_toolset(self.config.tools, cmd.tools, cmd.tool_choice)
-        given = None if cmd.input is None else self.input_items(cmd.input)
+        given = None if cmd.input is None else self.conversation.input_items(cmd.input)
         response = self._open_response(cmd, tools)
         own = tools if cmd.tools is not None or cmd.tool_choice is not None else None
         self._effects.append(fx.StartResponse(response.fence, response.id, cmd.instructions,
@@ -370,7 +371,7 @@ class SessionCore(ConversationItems):
         self.items[item_id] = item
         self._effects.append(fx.SaveItem(item_id, item, previous))
         self._emit(E.ITEM_DONE, previous_item_id=previous, item=item)
-        self._counted(item_id)
+        self.conversation.counted(item_id)
 
     def response_end(self, fence: Fence) -> None:
         r = self._accepts(fence)
@@ -393,7 +394,7 @@ class SessionCore(ConversationItems):
                                 else "incomplete")
         self._emit(E.RESPONSE_DONE, response=self._response_object(r, reason))
         self._emit(E.RATE_LIMITS_UPDATED, rate_limits=[])
-        self._keep_ledger(r.ledger)
+        self.conversation.keep_ledger(r.ledger)
         self.response = None
         self._turn(TurnEvent.RESPONSE_ENDED)
         if self.deferred_response and event is not ResponseEvent.CANCEL:
@@ -436,11 +437,6 @@ class SessionCore(ConversationItems):
         if not r.out_of_band:
             self._add_output_item(item, next(reversed(self.items), None))
 
-    def _keep_ledger(self, ledger: PlaybackLedger) -> None:
-        self._ledgers[ledger.item_id] = ledger
-        while len(self._ledgers) > KEEP_LEDGERS:
-            self._ledgers.popitem(last=False)
-
     def cancel_response(self, cmd: c.CancelResponse) -> None:
         self._require_open()
         r = self.response
@@ -475,6 +471,28 @@ class SessionCore(ConversationItems):
         if r.ledger.heard_ms is None:
             r.ledger.heard_ms = r.ledger.sent_ms
         self._finish(r, ResponseEvent.CANCEL, reason)
+
+    # -- conversation items (``duplex.items``) ------------------------------------------
+
+    def create_item(self, cmd: c.CreateItem) -> None:
+        self._require_open()
+        self.conversation.create_item(cmd)
+
+    def retrieve_item(self, cmd: c.RetrieveItem) -> None:
+        self._require_open()
+        self.conversation.retrieve_item(cmd)
+
+    def delete_item(self, cmd: c.DeleteItem) -> None:
+        self._require_open()
+        self.conversation.delete_item(cmd)
+
+    def truncate_item(self, cmd: c.TruncateItem) -> None:
+        self._require_open()
+        self.conversation.truncate_item(cmd, self.response)
+
+    def playback_ack(self, cmd: c.PlaybackAck) -> None:
+        self._require_open()
+        self.conversation.playback_ack(cmd, self.response)
 
     def history(self) -> list[ev.Event]:
         """The honest history's items (I6), oldest first, for model context."""

@@ -20,6 +20,7 @@ from gateway.auth import AccessPolicy
 from gateway.config import GatewayConfig
 from gateway.gateway import Gateway
 from gateway.realtime import realtime_endpoint
+from gateway.session.clock import Clock
 from gateway.telephony.twilio import twilio_routes
 
 log = logging.getLogger("duplex_gateway")
@@ -82,10 +83,11 @@ async def _announce(gateway: Gateway, line: str | None, settle_heap: bool) -> No
 
 
 def create_app(config: GatewayConfig, *, on_ready: str | None = None,
-               settle_heap: bool = False) -> Starlette:
+               settle_heap: bool = False, clock: Clock | None = None) -> Starlette:
     """The gateway's app. ``settle_heap`` is for a process that serves it and nothing
-    else (``gateway.heap.settle``): the CLI's, not a test's."""
-    gateway = Gateway(config)
+    else (``gateway.heap.settle``): the CLI's, not a test's. ``clock``: the sessions'
+    (``gateway.session.clock``; a test's, to drive their time)."""
+    gateway = Gateway(config, clock)
     access = AccessPolicy.of(config)
 
     @contextlib.asynccontextmanager

@@ -36,13 +36,15 @@ from duplex.store.supervisor import Supervisor
 from engines import build_engine
 from engines.base import StageEngine
 from gateway.config import GatewayConfig
-from gateway.emitter import Emitter, JournalLimits, dumps
 from gateway.heap import PauseTimer
 from gateway.metrics import Metrics
-from gateway.restore import core_from_record, unfinished_response
-from gateway.runner_items import RunnerLimits
+from gateway.session.attachment import dumps
+from gateway.session.clock import Clock, LoopClock
+from gateway.session.items import SessionLimits
+from gateway.session.journal import Journal, JournalLimits, Ownership
+from gateway.session.restore import core_from_record, unfinished_response
+from gateway.session.runner import SessionRunner
 from gateway.session_orchestrator import DuplexOrchestrator, session_of
-from gateway.session_runner import SessionRunner
 from gateway.store_watch import StoreWatch
 from orchestrator.base import StagePool
 from plugins.base import DuplexModelPlugin
@@ -74,8 +76,9 @@ class ResyncRequired(DuplexError):
 
 
 class Gateway:
-    def __init__(self, config: GatewayConfig) -> None:
+    def __init__(self, config: GatewayConfig, clock: Clock | None = None) -> None:
         self.config = config
+        self.clock = clock or LoopClock()  # the sessions' (a test may drive its own)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self.metrics = Metrics()
         # the store bounds each call and batch itself: no per-command socket timeout
@@ -159,7 +162,7 @@ class Gateway:
                 await attachment.end(CloseCode.SERVICE_RESTART, "gateway restarting")
                 try:
                     await self.store.detach(runner.session_id, attachment.generation,
-                                            time.time())
+                                            self.clock.wall())
                 except DuplexError as exc:
                     log.warning("session %s: detach at shutdown failed: %s",
                                 runner.session_id, exc)
@@ -238,16 +241,16 @@ class Gateway:
         caps = self.plugin.capabilities
         core.abilities = ModelAbilities(caps.tools, caps.response_input, caps.output_modalities)
         cfg = self.config
-        journal = JournalLimits(cfg.journal_max_events, cfg.resume_replay_ttl_s,
-                                cfg.resume_replay_max_bytes)
-        emitter = Emitter(self.store, record.session_id, self.owner, record.incarnation,
+        journal = Journal(self.store, Ownership(record.session_id, self.owner, record.incarnation),
                           last_seq=record.last_seq, epoch=record.epoch, beta=beta,
-                          limits=journal, metrics=self.metrics, fence=lambda: core.fence)
-        limits = RunnerLimits(lead_ms=cfg.output_lead_ms,
-                              max_pending_commands=cfg.max_pending_commands,
-                              max_session_s=cfg.max_session_s or None)
-        runner = SessionRunner(core, emitter, self.store, self.orchestrator, self.plugin,
-                               self.metrics, limits)
+                          limits=JournalLimits(cfg.journal_max_events, cfg.resume_replay_ttl_s,
+                                               cfg.resume_replay_max_bytes),
+                          metrics=self.metrics, clock=self.clock)
+        limits = SessionLimits(lead_ms=cfg.output_lead_ms,
+                               max_pending_commands=cfg.max_pending_commands,
+                               max_session_s=cfg.max_session_s or None)
+        runner = SessionRunner(core, journal, self.orchestrator, self.plugin, self.metrics,
+                               limits, self.clock)
         runner.opened_at = record.created_at
         self.orchestrator.attach(record.session_id, runner)
         self.runners[record.session_id] = runner
@@ -287,7 +290,7 @@ class Gateway:
         record = await self.store.open_session(
             sid, owner=self.owner, token_digest=token_digest(token),
             config=json.dumps(config.wire(sid)) if transcription else "{}",
-            now=time.time(), max_sessions=cfg.max_sessions,
+            now=self.clock.wall(), max_sessions=cfg.max_sessions,
             max_sessions_per_owner=cfg.max_sessions_per_process, idle_ttl_s=cfg.idle_ttl_s or None,
             grace_s=cfg.disconnect_grace_s)
         core = SessionCore(Fence(sid, record.incarnation, 0, 0), config, beta=beta,
@@ -343,7 +346,7 @@ class Gateway:
         new_token = secrets.token_urlsafe(32)
         try:
             record = await self.store.resume(sid, presented, record.generation,
-                                             token_digest(new_token), self.owner, time.time())
+                                             token_digest(new_token), self.owner, self.clock.wall())
         except SessionStateError as exc:
             if exc.code in ("session_closed", "session_not_found"):
                 raise _ended(sid) from exc  # the reaper got there first
@@ -380,7 +383,7 @@ class Gateway:
         deadline = time.monotonic() + self.owner_ttl_s + self.config.reaper_interval_s
         while True:
             try:
-                return await self.store.take_over(sid, self.owner, time.time())
+                return await self.store.take_over(sid, self.owner, self.clock.wall())
             except SessionStateError as exc:
                 if exc.code != "session_owned_elsewhere" or time.monotonic() > deadline:
                     raise

@@ -34,7 +34,8 @@ class LogLimiter:
         self.clock = clock
         self._windows: dict[str, _Window] = {}
 
-    def warning(self, kind: str, msg: str, *args: object, exc_info: bool = False) -> bool:
+    def warning(self, kind: str, msg: str, *args: object,
+                exc_info: bool | BaseException = False) -> bool:
         """Log ``msg % args`` unless a ``kind`` warning was logged within ``every_s``
         (then count it); True when it was logged."""
         now = self.clock()

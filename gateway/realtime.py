@@ -37,9 +37,9 @@ from duplex.close_codes import CloseCode
 from duplex.errors import CapacityError, DuplexError, InvalidRequest, SessionStateError
 from gateway import owner_relay, sockets
 from gateway.auth import RESUME_REFUSAL_CODES, AccessPolicy, resume_refused
-from gateway.emitter import unjournaled_error
 from gateway.gateway import ResyncRequired
 from gateway.log_limits import LogLimiter
+from gateway.session.attachment import unjournaled_error
 from gateway.transports.attachment import SocketAttachment
 from gateway.transports.codec import Report
 from gateway.transports.frames import Frames, SocketFrames

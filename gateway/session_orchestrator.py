@@ -9,7 +9,7 @@ like the engines knows no sessions; the dependency points from here to there.
 - forwarded requests are bound to their session's fence (``_on_stage_submitted``)
   and refused when the session moved on (R1);
 - every stage output is fence-checked before anything else (I1); stale output
-  is swallowed, visible output goes to the session's mailbox;
+  is swallowed, visible output goes to the session's inbox;
 - stage and forward failures become a session error, not a server crash.
 """
 

@@ -33,7 +33,7 @@ class SocketAttachment:
         self.session = session
         self.generation = generation
         # the duplex events a client did not ask for (``session.expired``) go only to
-        # a socket that opted in (``gateway.emitter.OPT_IN``)
+        # a socket that opted in (``gateway.session.attachment.OPT_IN``)
         self.extensions = extensions
         self.name = name  # who the log lines are about: "session sess_…", "call CA…"
         # a resumed socket proves it holds the rotated token by speaking

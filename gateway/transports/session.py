@@ -1,7 +1,7 @@
 """What a transport needs from a session: the runner's public surface, typed here.
 
 A transport owns this protocol so that the session runtime can change behind it:
-whatever serves a session (today ``gateway.session_runner.SessionRunner``) fits
+whatever serves a session (today ``gateway.session.runner.SessionRunner``) fits
 by shape. ``Attachment`` (a socket as the session sees it) is the session's side
 of the same seam.
 """
@@ -13,7 +13,7 @@ from typing import Protocol
 
 from duplex import commands as c
 from duplex.errors import DuplexError
-from gateway.emitter import Attachment
+from gateway.session.attachment import Attachment
 
 
 class Session(Protocol):

@@ -210,7 +210,7 @@ def assert_losses_explained(messages: list[Msg], response_id: str, turn: int,
     batch (its audio delta and its ``response.output_audio_transcript.delta``), so each
     lost word costs one failed publish, hence one error. Errors may outnumber lost words:
     an append that timed out may have landed after all, and then the word comes late
-    (the emitter reconciles with the journal), after its error.
+    (the outbox reconciles with the journal), after its error.
     """
     expected = reply_words(turn, words)
     at = 0  # index in expected of the next word

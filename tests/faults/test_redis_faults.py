@@ -1,6 +1,6 @@
 """Redis dies, hangs or is missing under a real gateway with real clients.
 
-The rule under test (docs/architecture.md §3 I4, gateway/emitter.py): an event is
+The rule under test (docs/architecture.md §3 I4, gateway/session/outbox.py): an event is
 journaled before it is sent; when the store cannot journal, the client gets an unjournaled
 ``error{code: store_unavailable}`` instead, and once the store is back the journal is
 the truth again. So a client sees every event or an error in its place, never silence.
@@ -279,7 +279,7 @@ return {keep, last}
 async def test_journaled_events_redis_took_back_are_journaled_again(
         redis_server: RedisServer, gateways: GatewayFactory) -> None:
     """Redis can lose acknowledged writes (a failover to a replica that had not got
-    them). The emitter still holds its last seconds of events: the next append finds
+    them). The journal still holds its last seconds of events: the next append finds
     the journal behind and writes them again, byte for byte, and the reply goes on."""
     gw = gateways("--redis-url", redis_server.url).start()
     s, created, response_id = await open_streaming(gw.ws)

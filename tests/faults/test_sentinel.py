@@ -101,7 +101,7 @@ async def test_the_gateway_leaves_a_deposed_primary_before_sentinel_demotes_it(
 
 async def test_events_short_of_a_replica_reach_the_client_once_a_replica_has_them(
         replicated: ReplicatedRedis, gateways: GatewayFactory) -> None:
-    """An append whose WAIT fell short is on the primary alone. The emitter's next
+    """An append whose WAIT fell short is on the primary alone. The outbox's next
     publish reconciles with the journal: it must not send those events until a
     replica holds them, or a failover would take back what the client was told."""
     gw = await start(gateways("--redis-url", replicated.url, "--store-timeout-s", "1"))

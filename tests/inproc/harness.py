@@ -1,12 +1,14 @@
 """The in-process test tier: the real app (routes, realtime and Twilio adapters,
-runners, emitter, orchestrator, tone plugin) on a real Valkey, driven over
+session runners, orchestrator, tone plugin) on a real Valkey, driven over
 in-memory ASGI sockets instead of uvicorn and TCP.
 
 Why: with no network and no second process between the test and the gateway,
-what the test sends is in the session's mailbox before the session's worker
+what the test sends is in the session's inbox before the session's worker
 runs again, so orderings that are races over a real socket can be set up
 exactly. The reaper's clock is the test's: housekeeping runs only at start
-(``reaper_interval_s`` is an hour) and tests call ``Gateway._reap(now)``.
+(``reaper_interval_s`` is an hour) and tests call ``Gateway._reap(now)``; so
+can the sessions' be (``running_app(clock=ManualClock())``: pacing, the idle
+and lifetime timers and lease renewals then move only when the test says).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from starlette.applications import Starlette
 from gateway.app import create_app
 from gateway.config import GatewayConfig
 from gateway.gateway import Gateway
+from gateway.session.clock import Clock
 
 
 class Closed(Exception):
@@ -100,12 +103,13 @@ class MemorySocket:
 
 
 @contextlib.asynccontextmanager
-async def running_app(redis_url: str, data_dir: Path,
+async def running_app(redis_url: str, data_dir: Path, *, clock: Clock | None = None,
                       **overrides: Any) -> AsyncIterator[tuple[Starlette, Gateway]]:
-    """The gateway app, its lifespan started (tone plugin, ready) and stopped after."""
-    config = GatewayConfig(plugin="tone", redis_url=redis_url, data_dir=data_dir,
-                           output_lead_ms=300, reaper_interval_s=3600.0, **overrides)
-    app = create_app(config)
+    """The gateway app, its lifespan started (tone plugin, ready) and stopped after.
+    ``clock``: the sessions' (``manual_clock.ManualClock``: the test moves their time)."""
+    config = GatewayConfig(**{"plugin": "tone", "redis_url": redis_url, "data_dir": data_dir,
+                              "output_lead_ms": 300, "reaper_interval_s": 3600.0, **overrides})
+    app = create_app(config, clock=clock)
     to_app: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     from_app: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 

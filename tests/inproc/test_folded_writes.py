@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from client import b64, silence, tone
 from harness import MemorySocket, connect, running_app
+from manual_clock import ManualClock
 from starlette.applications import Starlette
 
 from gateway.gateway import Gateway
@@ -26,29 +27,36 @@ async def input_then_sync(s: MemorySocket) -> None:
 
 
 async def test_a_journal_write_renews_the_lease_and_an_idle_session_still_renews(
-        app: tuple[Starlette, Gateway], monkeypatch: pytest.MonkeyPatch) -> None:
-    starlette, gateway = app
-    renewed: list[str] = []
-    real = gateway.store.renew
+        redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the sessions' clock, which the test moves: a command renews the lease only
+    once ``renew_every_s`` passed since the last write that renewed it."""
+    clock = ManualClock()
+    async with running_app(redis_url, tmp_path, clock=clock) as (starlette, gateway):
+        renewed: list[float] = []
+        real = gateway.store.renew
 
-    async def renew(session_id: str, *args: Any) -> None:
-        renewed.append(session_id)
-        await real(session_id, *args)
+        async def renew(session_id: str, owner: str, incarnation: int, now: float) -> None:
+            renewed.append(now)
+            await real(session_id, owner, incarnation, now)
 
-    monkeypatch.setattr(gateway.store, "renew", renew)
-    s = await connect(starlette)
-    sid = (await s.until("session.created"))["session"]["id"]
-    runner = gateway.runners[sid]
-    # session.created was journaled (with the time) a moment ago: that was the renewal
-    await input_then_sync(s)
-    assert renewed == []
-    record = await gateway.store.get(sid)
-    assert record is not None and record.last_activity == runner.emitter.renewed_at
-    # nothing journaled for longer than renew_every_s: the next command renews
-    runner.emitter.renewed_at -= 2 * runner.limits.renew_every_s
-    await input_then_sync(s)
-    assert renewed == [sid]
-    assert s.of("error") == []
+        monkeypatch.setattr(gateway.store, "renew", renew)
+        s = await connect(starlette)
+        sid = (await s.until("session.created"))["session"]["id"]
+        every = gateway.runners[sid].limits.renew_every_s
+        # session.created was journaled (with the time) a moment ago: that was the renewal
+        await input_then_sync(s)
+        assert renewed == []
+        record = await gateway.store.get(sid)
+        assert record is not None and record.last_activity == clock.wall()
+        clock.advance(every / 2)  # the command's renewal is not due; its event renews
+        await input_then_sync(s)
+        assert renewed == []
+        clock.advance(every)  # nothing journaled for renew_every_s: the command renews
+        await input_then_sync(s)
+        assert renewed == [clock.wall()]
+        record = await gateway.store.get(sid)
+        assert record is not None and record.last_activity == clock.wall()
+        assert s.of("error") == []
 
 
 async def test_the_appends_keep_the_journal_within_its_byte_bound(

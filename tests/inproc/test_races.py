@@ -1,5 +1,5 @@
 """Orderings that are races over a real socket, set up exactly in-process: the
-messages are in the session's mailbox before its worker runs again."""
+messages are in the session's inbox before its worker runs again."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def queue_audio(s: MemorySocket, pcm: object) -> None:
 
 async def test_i9_commit_and_create_in_one_read_answer_the_committed_turn(
         app: tuple[Starlette, Gateway]) -> None:
-    """The turn's audio, its commit and the response.create all reach the mailbox
+    """The turn's audio, its commit and the response.create all reach the inbox
     before the worker runs: the reply must still be built from that turn."""
     s = await connect(app[0])
     await s.until("session.created")
@@ -71,7 +71,7 @@ async def test_a_late_detach_of_a_replaced_socket_leaves_the_new_one_attached(
     created = await a.until("session.created")
     sid = created["session"]["id"]
     runner = gateway.runners[sid]
-    old = runner.emitter.attachment
+    old = runner.outbox.attachment
     assert old is not None
     b = await connect(application, query=f"resume={sid}")
     b.send({"type": "session.resume", "resume_token": created["resume_token"],
@@ -83,7 +83,7 @@ async def test_a_late_detach_of_a_replaced_socket_leaves_the_new_one_attached(
     await b.until("session.heartbeat_ack")  # the worker has handled the detach
     record = await gateway.store.get(sid)
     assert record is not None and record.generation == resumed["attachment_generation"] == 2
-    assert not record.detached_at and runner.emitter.attachment is not None
+    assert not record.detached_at and runner.outbox.attachment is not None
 
 
 async def test_i5_a_detached_session_expires_once_on_the_reapers_clock(

@@ -21,7 +21,8 @@ from duplex.dispatch import apply_command
 from duplex.errors import InvalidRequest, SessionStateError
 from duplex.events import ServerEvent as E
 from duplex.fence import Fence
-from duplex.session import KEEP_LEDGERS, SessionCore
+from duplex.items import KEEP_LEDGERS
+from duplex.session import SessionCore
 from duplex.turns import TurnState
 from tests.effect_helpers import said
 

@@ -13,8 +13,8 @@ from duplex import commands as c
 from duplex import wire
 from duplex.close_codes import CloseCode
 from duplex.errors import DuplexError
-from gateway.emitter import dumps, outbound
 from gateway.outbound import Outbound
+from gateway.session.attachment import dumps, outbound
 from gateway.transports.codec import Report
 from gateway.transports.realtime_codec import RealtimeCodec
 

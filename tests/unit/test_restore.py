@@ -9,7 +9,7 @@ import pytest
 from duplex.config import AudioFormat, SessionConfig, TurnDetection
 from duplex.store.base import SessionRecord
 from duplex.tools import Tool, ToolChoice, ToolSet
-from gateway.restore import config_from_json, core_from_record, unfinished_response
+from gateway.session.restore import config_from_json, core_from_record, unfinished_response
 from tests.effect_helpers import said
 
 CONFIGS = [

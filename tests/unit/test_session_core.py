@@ -642,7 +642,8 @@ def test_playback_ack_for_the_active_response() -> None:
 
 def test_playback_ack_with_truncate_by_response_id() -> None:
     core, _, item_id = finished_core()
-    rid = next(lg.response_id for lg in core._all_ledgers() if lg.item_id == item_id)
+    rid = next(lg.response_id for lg in core.conversation.ledgers(core.response)
+               if lg.item_id == item_id)
     core.playback_ack(c.PlaybackAck(None, 250.0, rid, None, True))
     effects = core.effects()
     assert kinds(effects) == ["SaveItem", E.PLAYBACK_ACKNOWLEDGED]

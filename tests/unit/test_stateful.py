@@ -204,7 +204,7 @@ class SessionCoreMachine(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def truncate(self, data: st.DataObject) -> None:
-        ledgers = self.core._all_ledgers()
+        ledgers = self.core.conversation.ledgers(self.core.response)
         if not ledgers:
             return
         ledger = data.draw(st.sampled_from(list(ledgers)))

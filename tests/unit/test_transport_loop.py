@@ -13,7 +13,7 @@ import pytest
 from duplex import commands as c
 from duplex.close_codes import CloseCode
 from duplex.errors import CapacityError, DuplexError
-from gateway.emitter import Attachment, outbound
+from gateway.session.attachment import Attachment, outbound
 from gateway.telephony.twilio_codec import TwilioCodec
 from gateway.transports.attachment import SocketAttachment
 from gateway.transports.codec import Codec, Frame

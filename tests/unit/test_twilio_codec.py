@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from duplex import commands as c
-from gateway.emitter import dumps, outbound
 from gateway.outbound import Outbound
+from gateway.session.attachment import dumps, outbound
 from gateway.telephony.twilio_codec import TwilioCodec
 from gateway.transports.codec import (
     QUIET,

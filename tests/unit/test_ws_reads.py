@@ -45,7 +45,7 @@ def app_for(seen: Seen, refuse: set[str]) -> Starlette:
             message = frame if isinstance(frame, str) else "bytes:" + frame.decode()
             if message in refuse:
                 return False
-            if message.startswith("say:"):  # answer straight away, as a session's emitter does
+            if message.startswith("say:"):  # answer straight away, as a session's outbox does
                 assert protocol is not None
                 seen.sent_now += [protocol.send_text_now(f"r{i}")
                                   for i in range(int(message[4:]))]

@@ -1,0 +1,61 @@
+"""A session's audio: wire format ⇄ the plugin's PCM rates, and the VAD that hears
+the user.
+
+Resampler state carries across chunks, so a stream of 20 ms appends resamples
+like one long signal (no clicks at chunk edges).
+"""
+
+from __future__ import annotations
+
+from duplex.config import AudioFormat, SessionConfig, TurnDetection
+from gateway.audio import StreamResampler, from_wire, to_wire
+from plugins import base as pb
+
+# soxr's "quick" quality returns output for every chunk; the default HQ filter
+# holds ~60 ms back, which would delay reply ends and leak past a cancel.
+QUALITY = "QQ"
+
+
+class SessionAudio:
+    def __init__(self, plugin: pb.DuplexModelPlugin) -> None:
+        caps = plugin.capabilities
+        self._plugin = plugin
+        self.input_rate = caps.input_rate
+        self.output_rate = caps.output_rate
+        self.input_format: AudioFormat | None = None
+        self.output_format: AudioFormat | None = None
+        self._in = StreamResampler(AudioFormat.PCM16.rate, self.input_rate, QUALITY)
+        self._out = StreamResampler(self.output_rate, AudioFormat.PCM16.rate, QUALITY)
+        self.vad: pb.VoiceActivityDetector | None = None
+        self._turn_detection: TurnDetection | None = None
+
+    def configure(self, config: SessionConfig) -> None:
+        """Follow the session's formats and turn detection (a new VAD if it changed)."""
+        if config.input_format != self.input_format:
+            self.input_format = config.input_format
+            self._in = StreamResampler(config.input_format.rate, self.input_rate, QUALITY)
+        if config.output_format != self.output_format:
+            self.output_format = config.output_format
+            self._out = StreamResampler(self.output_rate, config.output_format.rate, QUALITY)
+        if self.vad is None or config.turn_detection != self._turn_detection:
+            self._turn_detection = config.turn_detection
+            self.vad = (self._plugin.create_vad(config.turn_detection)
+                        if config.turn_detection is not None else None)
+
+    def decode(self, data: bytes) -> pb.Pcm:
+        """Client audio in the session's input format → PCM at the plugin's rate."""
+        assert self.input_format is not None
+        return self._in.process(from_wire(data, self.input_format))
+
+    def hear(self, pcm: pb.Pcm) -> tuple[pb.VadEvent, ...]:
+        """What the VAD makes of the user's ``pcm``: speech starts and stops."""
+        return tuple(self.vad.process(pcm)) if self.vad is not None else ()
+
+    def encode(self, pcm: pb.Pcm) -> bytes:
+        """Plugin PCM → bytes in the session's output format."""
+        assert self.output_format is not None
+        return to_wire(self._out.process(pcm), self.output_format)
+
+    def reset_output(self) -> None:
+        """Drop what the output filter holds (a cancel: none of it may be sent)."""
+        self._out = StreamResampler(self.output_rate, self._out.out_rate, QUALITY)

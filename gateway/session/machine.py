@@ -1,0 +1,249 @@
+"""The session machine: one inbox item in, the actions it needs out. Synchronous.
+
+It holds everything a session decides with: the sans-I/O core
+(``duplex.session.SessionCore``), the session's audio (decode, resample, the
+VAD: ``gateway.session.audio``), the plugin's plan (which stage hears what) and
+the reply feed (what a stage's output does to the conversation). It does no I/O
+and never waits; what must wait (journal and send, stage submits and aborts,
+store writes, timers) it yields as actions (``gateway.session.actions``) for
+the runner to carry out, in order.
+
+An append is decoded, counted and heard by the VAD; each speech start or stop
+the VAD hears is fed to the core and its effects acted on before the append's
+audio goes to the plan, since a turn's end changes what the plan does with it.
+The core's effects become actions in their order, with one exception: history
+and config writes go out with the events journaled next, in one pipeline
+(``Publish``), so nothing a client hears waits on such a write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from duplex import attach as at
+from duplex import commands as c
+from duplex import effects as fx
+from duplex.dispatch import apply_command
+from duplex.errors import SessionStateError
+from duplex.events import ServerEvent, event
+from duplex.fence import Fence
+from duplex.session import SessionCore
+from duplex.tools import ToolSet
+from gateway.metrics import Metrics
+from gateway.session.actions import (
+    RENEW,
+    RENEW_NOW,
+    Abort,
+    Action,
+    AttachSocket,
+    KeepEpoch,
+    Publish,
+    StartIdle,
+    Submit,
+    Trim,
+)
+from gateway.session.audio import SessionAudio
+from gateway.session.clock import Clock
+from gateway.session.history import SaveConfig, Write
+from gateway.session.items import (
+    Attach,
+    ClientError,
+    Close,
+    Confirm,
+    Delta,
+    Detach,
+    Failure,
+    IdleElapsed,
+)
+from gateway.session.replies import ReplyFeed, ReplyTimings
+from plugins import base as pb
+
+DEFAULT_PREFIX_MS = 300  # speech kept for a barge-in's new epoch without server VAD
+
+
+class SessionMachine:
+    def __init__(self, core: SessionCore, plugin: pb.DuplexModelPlugin, metrics: Metrics,
+                 clock: Clock) -> None:
+        self.core = core
+        self.plan = plugin.plan()  # which stage hears what: the plugin's to say
+        self._view = CoreView(core)
+        self.audio = SessionAudio(plugin)
+        self.audio.configure(core.config)
+        self.timings = ReplyTimings(clock.now)
+        self.replies = ReplyFeed(core, self.audio, self.timings, metrics, clock.now)
+        self._clock = clock
+
+    @property
+    def fence(self) -> Fence:
+        return self.core.fence
+
+    def take(self, item: Any) -> Iterator[Action]:
+        """The actions ``item`` needs, in order. Carry each out before asking for the
+        next: the machine reads the session as it goes (the plan hears an append's
+        audio after its turn's end was acted on; a new epoch's submissions follow
+        the abort of the old one's). Raises ``DuplexError`` for a command the session
+        refuses."""
+        match item:
+            case c.AppendAudio():  # 50 a second a session: first
+                yield RENEW
+                yield from self._append(item.audio)
+            case c.Command():
+                yield RENEW_NOW if isinstance(item, c.Heartbeat) else RENEW
+                yield from self._command(item)
+            case Delta():
+                self.replies.feed(item)
+                yield from self._effects()
+            case Failure():
+                self.plan.stage_failed(item.stage)
+                self.core.stage_failed(item.fence.with_turn(self.core.fence.turn_id),
+                                       item.message)
+                yield from self._effects()
+            case IdleElapsed():
+                self.core.idle_elapsed(item.token)
+                yield from self._effects()
+            case ClientError():
+                yield Publish([event(ServerEvent.ERROR, error=item.error.to_wire())])
+            case Attach():
+                yield AttachSocket(item, self.core.session_object())
+            case at.Recovery():
+                if item.lost_response_id is not None:
+                    yield Publish([at.lost_response_done(item.lost_response_id)])
+            case Close() | Detach() | Confirm():
+                yield item
+            case _:
+                raise TypeError(f"not an inbox item: {type(item).__name__}")
+
+    def close(self, reason: str) -> Iterator[Action]:
+        """The session ends: a running response is cancelled, without events (the
+        terminal is the runner's to say, after stage cleanup: I5)."""
+        self.core.close(reason)
+        yield from self._effects()
+
+    def lose(self) -> None:
+        """Another process owns the session now (I3): stop, act on nothing more."""
+        self.core.close("lease_lost")
+        self.core.effects()
+
+    def note_stage_latency(self, stage: int, seconds: float) -> None:
+        """A stage's time from an input to its first output (for ``timings_ms``)."""
+        name = self.plan.reply_timings.get(stage)
+        if name is not None:
+            self.timings.stage(name, seconds)
+
+    def _command(self, cmd: c.Command) -> Iterator[Action]:
+        match cmd:
+            case c.AckEvents():
+                yield Trim(cmd.server_event_seq)
+                return
+            case c.CloseSession():
+                yield Close(cmd.reason)
+                return
+            case c.ResumeSession():
+                raise SessionStateError("session.resume must be the first message",
+                                        code="invalid_session_resume")
+            case c.UpdateSession():
+                apply_command(self.core, cmd)
+                self.audio.configure(self.core.config)
+            case _:
+                apply_command(self.core, cmd)
+        yield from self._effects()
+
+    def _append(self, data: bytes) -> Iterator[Action]:
+        pcm = self.audio.decode(data)
+        if not len(pcm):
+            return
+        self.core.audio_appended(1000.0 * len(pcm) / self.audio.input_rate)
+        for vad_event in self.audio.hear(pcm):
+            if vad_event.started:
+                self.core.speech_started(vad_event.audio_ms)
+            else:
+                self.core.speech_stopped(vad_event.audio_ms)
+            yield from self._effects()
+        submissions = self.plan.audio(pcm, self._view)
+        if submissions:
+            yield Submit(self.core.fence, submissions)
+
+    def _effects(self) -> Iterator[Action]:
+        """The core's effects so far, as actions in their order, but for its history
+        and config writes: those go with the events journaled next, and the events
+        on either side of them in one append."""
+        events: list[dict[str, Any]] = []
+        writes: list[Write] = []
+        aborted = False
+        for effect in self.core.effects():
+            if isinstance(effect, fx.Emit):
+                events.append(self.timings.stamp(effect.event))
+            elif isinstance(effect, fx.SaveItem | fx.ForgetItem):
+                writes.append(effect)
+            elif isinstance(effect, fx.SaveConfig):
+                writes.append(SaveConfig(self.core.config.wire(self.core.fence.session_id)))
+            else:
+                if events or writes:
+                    yield Publish(events, writes)
+                    events, writes = [], []
+                aborted = aborted or isinstance(effect, fx.AbortEpoch)
+                yield from self._act(effect)
+        if events or writes:
+            yield Publish(events, writes)
+        if aborted:  # stored by the append of the events after it, if there were any
+            yield KeepEpoch(self.core.fence.epoch)
+
+    def _act(self, effect: fx.PlanEffect | fx.IdleTimer) -> Iterator[Action]:
+        match effect:
+            case fx.IdleTimer():
+                yield StartIdle(self._idle_due(effect), effect.token)
+            case fx.AbortEpoch():
+                self.audio.reset_output()  # what its filter holds is the old epoch's
+                yield Abort(effect.cancelled, self.core.fence)
+                if not self.core.closed:  # the new epoch starts where the plan says
+                    yield from self._submit(self.plan.effect(effect, self._view))
+            case _:
+                if isinstance(effect, fx.StartResponse) or (
+                        isinstance(effect, fx.CommitAudio) and effect.respond):
+                    self.replies.started()
+                yield from self._submit(self.plan.effect(effect, self._view))
+
+    def _submit(self, submissions: Sequence[pb.Submit]) -> Iterator[Action]:
+        if submissions:
+            yield Submit(self.core.fence, submissions)
+
+    def _idle_due(self, timer: fx.IdleTimer) -> float:
+        """``idle_ms`` after the reply's audio has played (it plays from its first
+        chunk on, at real time), or from now when it had none."""
+        played = self._clock.now()
+        audio_at = self.replies.audio_at
+        if audio_at is not None and timer.playback_ms:
+            played = max(played, audio_at + timer.playback_ms / 1000.0)
+        return played + timer.idle_ms / 1000.0
+
+
+class CoreView:
+    """The session as its plugin's plan sees it (``plugins.base.SessionView``)."""
+
+    __slots__ = ("_core",)
+
+    def __init__(self, core: SessionCore) -> None:
+        self._core = core
+
+    @property
+    def instructions(self) -> str:
+        return self._core.config.instructions
+
+    @property
+    def prefix_padding_ms(self) -> int:
+        td = self._core.config.turn_detection
+        return td.prefix_padding_ms if td is not None else DEFAULT_PREFIX_MS
+
+    def history(self) -> tuple[pb.HistoryItem, ...]:
+        return tuple(h for h in map(pb.history_item, self._core.history()) if h is not None)
+
+    @property
+    def tools(self) -> ToolSet:
+        return self._core.config.tools
+
+    @property
+    def auto_respond(self) -> bool:
+        config = self._core.config
+        td = config.turn_detection
+        return td is not None and td.create_response and not config.transcribing_only

@@ -1,0 +1,136 @@
+"""What a stage's visible output does to the session: the plugin's projected
+deltas (``plugins.base.Delta``) fed to the core, reply audio encoded for the
+wire in chunks of at most ``MAX_CHUNK_MS``, reply text a word a delta, and each
+reply timed (``ReplyTimings``).
+
+A talker speaks a clause at a time (two or three seconds of audio in one
+piece); OpenAI's ``response.output_audio.delta`` events carry a few hundred
+milliseconds each, and clients size their playback buffers and barge-in
+bookkeeping by that. Each chunk carries the words spoken in it, spread over
+the chunks in order, so the playback ledger can truncate a reply close to
+the word the user last heard (I6).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pybase64
+
+from duplex.events import ServerEvent
+from duplex.fence import Fence
+from duplex.session import SessionCore
+from gateway.metrics import Metrics
+from gateway.session.audio import SessionAudio
+from gateway.session.items import Delta
+from plugins import base as pb
+
+MAX_CHUNK_MS = 200
+_WORD = re.compile(r"\s*\S+")
+
+
+class ReplyTimings:
+    """Where a reply's time went: ``response.done`` carries ``timings_ms`` (an
+    extension), each measured from the end of the user's turn (or the
+    ``response.create``) to the transcript, to each timed stage's first output
+    and to the first audio."""
+
+    def __init__(self, now: Callable[[], float]) -> None:
+        self._now = now
+        self._start: float | None = None
+        self._ms: dict[str, float] = {}
+
+    def start(self) -> None:
+        self._start, self._ms = self._now(), {}
+
+    def mark(self, name: str) -> float | None:
+        """Note ``name`` now (the first time only); its seconds since the start."""
+        if self._start is None:
+            return None
+        seconds = self._now() - self._start
+        self._ms.setdefault(name, 1000 * seconds)
+        return seconds
+
+    def stage(self, name: str, seconds: float) -> None:
+        if self._start is not None:
+            self._ms.setdefault(name, 1000 * seconds)
+
+    def first_audio(self) -> float | None:
+        """The reply is heard: its latency (None if not timed); the clock stops."""
+        seconds = self.mark("first_audio")
+        self._start = None
+        return seconds
+
+    def stamp(self, ev: dict[str, Any]) -> dict[str, Any]:
+        if ev["type"] != ServerEvent.RESPONSE_DONE or not self._ms:
+            return ev
+        timings, self._ms = {k: round(v, 1) for k, v in self._ms.items()}, {}
+        return {**ev, "timings_ms": timings}
+
+
+class ReplyFeed:
+    def __init__(self, core: SessionCore, audio: SessionAudio, timings: ReplyTimings,
+                 metrics: Metrics, now: Callable[[], float]) -> None:
+        self._core, self._audio, self._rate = core, audio, audio.output_rate
+        self._timings, self._metrics, self._now = timings, metrics, now
+        self.audio_at: float | None = None  # when the reply's first audio went (idle timeout)
+
+    def started(self) -> None:
+        """A reply starts: its time counts from now."""
+        self._timings.start()
+        self.audio_at = None
+
+    def feed(self, item: Delta) -> None:
+        delta = item.delta
+        match delta:
+            case pb.Transcript():
+                self._timings.mark("transcribe")
+                self._core.transcript(delta.item_id, delta.text)
+            case pb.Speech():
+                self._speak(item.fence.with_turn(delta.turn_id), delta)
+            case pb.TextOnly():  # a word a delta, as OpenAI streams text
+                for word in words(delta.text):
+                    self._core.assistant_audio(item.fence.with_turn(delta.turn_id), "", 0.0,
+                                               word)
+            case pb.FunctionCall():
+                self._core.function_call(item.fence.with_turn(delta.turn_id), delta.name,
+                                         delta.arguments)
+            case pb.EndOfResponse():
+                self._core.response_end(item.fence.with_turn(delta.turn_id))
+
+    def _speak(self, fence: Fence, speech: pb.Speech) -> None:
+        for pcm, text in reply_chunks(speech.pcm, self._rate, speech.text):
+            wire = self._audio.encode(pcm)
+            first = self._core.response is not None and not self._core.response.ledger.marks
+            if self._core.assistant_audio(fence, pybase64.b64encode_as_string(wire),
+                                          1000.0 * len(pcm) / self._rate, text) and first:
+                self.audio_at = self._now()  # the reply plays from here (idle timeout)
+                seconds = self._timings.first_audio()
+                if seconds is not None:
+                    self._metrics.first_audio.observe(seconds)
+
+
+def words(text: str) -> list[str]:
+    """``text`` as its words, each with the white space before it (and the last
+    with what trails), so they concatenate to ``text``; [text] when it has none."""
+    found = _WORD.findall(text)
+    if not found:
+        return [text]
+    found[-1] += text[sum(map(len, found)):]
+    return found
+
+
+def reply_chunks(pcm: pb.Pcm, rate: int, text: str,
+                 max_ms: int = MAX_CHUNK_MS) -> Iterator[tuple[pb.Pcm, str]]:
+    """``pcm`` in chunks of at most ``max_ms``, each with its share of ``text``
+    (the shares concatenate to ``text``)."""
+    step = max(1, rate * max_ms // 1000)
+    count = max(1, -(-len(pcm) // step))
+    spoken = words(text)
+    shares = [""] * count
+    for i, word in enumerate(spoken):  # a word goes with the chunk where it ends, so a
+        shares[((i + 1) * count - 1) // len(spoken)] += word  # truncation keeps none unheard
+    for i in range(count):
+        yield pcm[i * step:(i + 1) * step], shares[i]

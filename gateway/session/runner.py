@@ -1,0 +1,297 @@
+"""One runner per session: the loop between its inbox, its machine and its outbox.
+
+Everything the session is to handle arrives in its inbox (``gateway.session.inbox``:
+client commands from the socket, stage output from the orchestrator, timers,
+socket changes); the worker takes one item at a time (control first, I7), the
+session machine (``gateway.session.machine``) turns it into actions, and the
+worker carries those out, in order: through the outbox (journal, then send: I4;
+store writes), the orchestrator (stage submits and aborts) or the inbox itself
+(a cancel's purge of the old epoch's media: I2; timers). When nothing is ready
+the worker parks: the inbox hands it what comes at the end of that loop turn
+(``_take``), and its task resumes only with an item's actions that must wait.
+The runner is also the session's face to the transports and the orchestrator:
+what they may ask of it is below, and all of it only queues.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+from duplex import attach as at
+from duplex import commands as c
+from duplex.close_codes import CloseCode
+from duplex.errors import DuplexError, LeaseLost
+from duplex.events import ServerEvent, event
+from duplex.fence import Fence
+from duplex.session import SessionCore
+from duplex.store.base import SessionRecord
+from engines.base import StageOutput
+from gateway.log_limits import LogLimiter
+from gateway.metrics import Metrics
+from gateway.session import actions as a
+from gateway.session import items as si
+from gateway.session.attachment import Attachment, outbound, unjournaled_error
+from gateway.session.clock import Clock
+from gateway.session.inbox import Inbox, Lane
+from gateway.session.journal import Journal
+from gateway.session.machine import SessionMachine
+from gateway.session.outbox import Outbox
+from gateway.session_orchestrator import DuplexOrchestrator
+from plugins import base as pb
+
+log = logging.getLogger(__name__)
+
+LINGER_S = 2.0  # after the terminal, late commands are refused this long, then close
+
+
+class SessionRunner:
+    def __init__(self, core: SessionCore, journal: Journal, orchestrator: DuplexOrchestrator,
+                 plugin: pb.DuplexModelPlugin, metrics: Metrics, limits: si.SessionLimits,
+                 clock: Clock) -> None:
+        self.inbox = Inbox(f"session {journal.session_id}", limits, clock,
+                           plugin.capabilities.output_rate)
+        self.machine = SessionMachine(core, plugin, metrics, clock)
+        self.outbox = Outbox(journal, fence=lambda: core.fence, on_send_failed=self.request_detach,
+                             metrics=metrics, clock=clock, renew_every_s=limits.renew_every_s)
+        self.orch = orchestrator
+        self.plugin = plugin
+        self.limits = limits
+        self.session_id = journal.session_id
+        self.opened_at: float | None = None  # when the session opened (its lifetime's start)
+        self.record: SessionRecord | None = None  # as restored from Redis, if it was
+        self.task: asyncio.Task[None] | None = None
+        self.closed = asyncio.Event()
+        self.on_closed: list[Callable[[SessionRunner], None]] = []
+        self._warn = LogLimiter(log)  # what a client can trigger at will: one line a while
+
+    @property
+    def core(self) -> SessionCore:
+        return self.machine.core
+
+    # -- what the transports and the gateway may ask: each only queues ------------------
+
+    def submit(self, cmd: c.Command) -> None:
+        """Queue a client command; raises ``CapacityError`` when the session is flooded.
+        A cancel or close goes ahead of the audio still queued (I7)."""
+        self.inbox.command(cmd)
+
+    def report(self, error: DuplexError) -> None:
+        """Queue an error for the client, in order with the events before it."""
+        self.inbox.offer(Lane.CONTROL, si.ClientError(error))
+
+    def request_close(self, reason: str, *,
+                      terminal: ServerEvent = ServerEvent.SESSION_CLOSED) -> None:
+        self.inbox.put_urgent(si.Close(reason, terminal))
+
+    def client_closed(self, reason: str) -> None:
+        """The client ended the session (a 1000 close, Twilio's ``stop``): handled
+        after everything it sent before, except its queued audio (I7)."""
+        self.inbox.client_closed(reason)
+
+    def request_expire(self, reason: str) -> None:
+        self.request_close(reason, terminal=ServerEvent.SESSION_EXPIRED)
+
+    def request_detach(self, attachment: Attachment) -> None:
+        self.inbox.put_urgent(si.Detach(attachment))
+
+    def confirm_token(self, generation: int) -> None:
+        self.inbox.put_urgent(si.Confirm(generation))
+
+    def recover(self, lost_response_id: str | None) -> None:
+        """This process took the session over after its owner died (DESIGN §8)."""
+        recovery = at.Recovery(lost_response_id)
+        self.outbox.recovered(recovery)
+        self.inbox.put_urgent(recovery)
+
+    async def attach(self, attachment: Attachment, *, resume_token: str,
+                     cursor: int | None) -> bool:
+        """Make ``attachment`` the session's socket; for a resume, replay from ``cursor``.
+        False when the resume was refused after all (``duplex.attach``: a journal gap).
+        Runs on the worker, so nothing interleaves with the replay."""
+        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self.inbox.put_urgent(si.Attach(attachment, resume_token, cursor, done))
+        return await done
+
+    def serves(self, attachment: Attachment) -> bool:
+        """``attachment`` is the session's socket (not replaced, ended or detached)."""
+        return self.outbox.attachment is attachment
+
+    def let_go(self) -> Attachment | None:
+        """This process stops: the socket is no longer the session's (it is returned,
+        for its endpoint to close), while the session stays resumable."""
+        return self.outbox.let_go()
+
+    async def refuse_late(self, error: DuplexError) -> None:
+        """Answer a command read after the end, outside the journal: the worker is
+        done, so the reader may write."""
+        await self.outbox.send_unjournaled(error)
+
+    # -- what the orchestrator may (``gateway.session_orchestrator.SessionSink``) ---------
+
+    def current_fence(self) -> Fence:
+        return self.machine.fence
+
+    def on_stage_output(self, out: StageOutput) -> None:
+        assert out.result is not None
+        self.inbox.stage_output(out.tag, out.stage,
+                                self.plugin.project(out.stage, out.result.payload))
+
+    def on_stage_failure(self, fence: Fence, message: str, stage: int) -> None:
+        self.inbox.offer(Lane.CONTROL, si.Failure(fence, message, stage))
+
+    def note_stage_latency(self, stage: int, seconds: float) -> None:
+        self.machine.note_stage_latency(stage, seconds)
+
+    # -- the loop -----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        if self.limits.max_session_s and self.opened_at is not None:
+            self.inbox.expire_at(self.opened_at + self.limits.max_session_s)
+        try:
+            while not self.closed.is_set():
+                rest = self._take()
+                if rest is None:  # parked: the inbox hands items to _take as they come
+                    rest = await self.inbox.wait(self._take)
+                await rest
+        finally:
+            self.inbox.close()
+
+    def _take(self) -> Awaitable[None] | None:
+        """Take the items ready now, each as far as its actions go without a wait;
+        the rest of the first that must wait, to await (None: nothing is left)."""
+        while not self.closed.is_set() and (item := self.inbox.ready()) is not None:
+            actions = self.machine.take(item)
+            try:
+                for action in actions:
+                    pending = self._carry_out(action)
+                    if pending is not None:
+                        return self._rest_of(item, pending, actions)
+            except Exception as exc:
+                return self._failed(item, exc)
+        return None
+
+    async def _rest_of(self, item: Any, pending: Awaitable[object],
+                       actions: Iterator[a.Action]) -> None:
+        """An item's actions from the first that waits (``pending``) on."""
+        try:
+            await pending
+            for action in actions:
+                pending_next = self._carry_out(action)
+                if pending_next is not None:
+                    await pending_next
+        except Exception as exc:
+            await self._failed(item, exc)
+
+    def _carry_out(self, action: a.Action) -> Awaitable[object] | None:
+        """What ``action`` takes: done here if it needs no wait, else the awaitable
+        that does it (an append's lease check, 50 a second, makes no coroutine)."""
+        match action:
+            case a.Renew():
+                return self.outbox.renew(force=action.force)
+            case a.Publish():
+                return self.outbox.publish(action.events, action.writes)
+            case a.Submit():
+                return self._submit(action)
+            case a.Abort():
+                return self._abort(action)
+            case a.StartIdle():
+                self.inbox.idle_at(action.when, action.token)
+                return None
+            case a.KeepEpoch():
+                return self.outbox.keep_epoch(action.epoch)
+            case a.Trim():
+                return self.outbox.trim(action.acked)
+            case a.AttachSocket():
+                return self.outbox.attach(action.item, action.session)
+            case si.Detach():
+                return self.outbox.detach(action.attachment)
+            case si.Confirm():
+                return self.outbox.confirm_token(action.generation)
+            case si.Close():
+                return self.shutdown(action.reason, terminal=action.terminal)
+
+    async def _submit(self, action: a.Submit) -> None:
+        for sub in action.submissions:
+            await self.orch.submit(sub.stage, action.fence, sub.payload)
+
+    async def _abort(self, action: a.Abort) -> None:
+        await self.orch.abort_epoch(action.cancelled)
+        self.inbox.drop_stale(action.live)
+
+    async def _failed(self, item: Any, exc: Exception) -> None:
+        """``item`` failed: its waiter, or the client, hears why; a lost lease stops
+        the session here (I3)."""
+        if isinstance(exc, LeaseLost):
+            await self._lose_lease(exc)
+            return
+        if not isinstance(exc, DuplexError):
+            if not isinstance(item, c.Command):
+                raise exc  # the runner's own item: gateway._run fails the session
+            # one command's bug must not end the session (nor flood the log)
+            self._warn.warning("command-bug", "session %s: %s failed", self.session_id,
+                               type(item).__name__, exc_info=exc)
+            exc = DuplexError(f"the server failed to handle this event: {type(exc).__name__}",
+                              code="internal_error")
+        if isinstance(item, c.Command) and exc.event_id is None:
+            exc.event_id = item.event_id
+        if isinstance(item, si.Attach) and not item.done.done():
+            item.done.set_exception(exc)
+            return
+        try:
+            await self.outbox.publish([event(ServerEvent.ERROR, error=exc.to_wire())])
+        except LeaseLost as lost:
+            await self._lose_lease(lost)
+
+    # -- the end ---------------------------------------------------------------------------
+
+    async def shutdown(self, reason: str, *,
+                       terminal: ServerEvent = ServerEvent.SESSION_CLOSED) -> None:
+        """Stage cleanup first, then exactly one terminal event (I5); then whatever
+        the client sent after it is refused, and the socket lingers a while for
+        late commands."""
+        if self.closed.is_set():
+            return
+        for action in self.machine.close(reason):
+            pending = self._carry_out(action)
+            if pending is not None:
+                await pending
+        await self.orch.detach(self.machine.fence)
+        await self.outbox.say_terminal(terminal, reason, self.limits.max_session_s)
+        self.closed.set()
+        await self.outbox.refuse_late(
+            [*self.inbox.drain(Lane.URGENT), *self.inbox.drain(Lane.CONTROL)])
+        await self.outbox.hang_up(CloseCode.NORMAL, reason, linger_s=LINGER_S)
+        self._finish()
+
+    async def _lose_lease(self, exc: LeaseLost) -> None:
+        """Another process owns the session now (I3): stop serving it, write nothing."""
+        log.warning("session %s: %s; stopping here", self.session_id, exc)
+        self.machine.lose()
+        await self.orch.detach(self.machine.fence)
+        self.closed.set()
+        await self.outbox.lease_lost(exc)
+        self._finish()
+
+    async def abandon(self, *, failed: bool = False) -> None:
+        """Stop serving here without ending the session (this process is stopping or
+        the runner failed): the lease stays in Redis for a resume or the reaper."""
+        await self.orch.detach(self.machine.fence)
+        self.closed.set()
+        attachment = self.let_go()
+        if attachment is not None and failed:
+            error = DuplexError("the session failed on this server; resume it",
+                                code="internal_error")
+            with contextlib.suppress(Exception):
+                await attachment.send(outbound(unjournaled_error(error)))
+            await attachment.end(CloseCode.INTERNAL_ERROR, "session failed")
+        if self.task is not None and self.task is not asyncio.current_task():
+            self.task.cancel()
+        self._finish()
+
+    def _finish(self) -> None:
+        for callback in self.on_closed:
+            callback(self)
