@@ -24,7 +24,7 @@ import websockets
 from gateway_process import GatewayProcess
 from redis_server import RedisServer
 from twilio_emulator import Emulator, new_sid, parse_twiml
-from twilio_helpers import AUTH_TOKEN
+from twilio_helpers import AUTH_TOKEN, Peek
 
 from gateway.log_redaction import MASK
 from gateway.telephony.security import twilio_signature
@@ -87,7 +87,16 @@ async def http_paths(a: GatewayProcess, b: GatewayProcess) -> None:
     assert "duplex_resumes_relayed_total 1.0" in relays  # the resume went through B's relay
 
 
-async def twilio_paths(a: GatewayProcess, b: GatewayProcess) -> list[str]:
+async def bound(peek: Peek, call_sid: str, timeout: float = 10.0) -> None:
+    """Once the call has a session in Redis (bound by its first stream; no event says so)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while await peek.session_of(call_sid) is None:
+        assert loop.time() < deadline, "the call's first stream bound no session"
+        await asyncio.sleep(0.02)
+
+
+async def twilio_paths(a: GatewayProcess, b: GatewayProcess, peek: Peek) -> list[str]:
     """A signed call on A whose second stream lands on B; the credentials it used."""
     call_sid = new_sid("CA")
     form = {"CallSid": call_sid, "AccountSid": "AC" + "0" * 32}
@@ -99,6 +108,9 @@ async def twilio_paths(a: GatewayProcess, b: GatewayProcess) -> list[str]:
     used = [webhook_signature, twiml.parameters["token"]]
     first = await Emulator.dial(twiml, call_sid, headers={
         "X-Twilio-Signature": twilio_signature(AUTH_TOKEN, twiml.stream_url, ())})
+    # the second stream only once A holds the call: before, B would bind the call
+    # itself and A's late first stream would take it over (a race, not a relay)
+    await bound(peek, call_sid)
     on_b = f"ws://{b.address}/v1/twilio/media-stream"
     used.append(twilio_signature(AUTH_TOKEN, on_b, ()))
     second = await Emulator.dial(twiml, call_sid, ws_url=on_b,
@@ -123,11 +135,12 @@ async def logged_to_the_end(gw: GatewayProcess, timeout: float = 10.0) -> None:
         await asyncio.sleep(0.02)
 
 
-async def test_no_secret_is_logged_at_debug(pair: tuple[GatewayProcess, GatewayProcess]) -> None:
+async def test_no_secret_is_logged_at_debug(pair: tuple[GatewayProcess, GatewayProcess],
+                                            peek: Peek) -> None:
     a, b = pair
     seen = await realtime_paths(a, b)
     await http_paths(a, b)
-    seen += await twilio_paths(a, b)
+    seen += await twilio_paths(a, b, peek)
     for gw in (a, b):
         await asyncio.to_thread(gw.stop)  # what they log while stopping counts too
         await logged_to_the_end(gw)
