@@ -26,7 +26,7 @@ if _E2E not in sys.path:
     sys.path.insert(0, _E2E)
 
 from client import RealtimeClient, last_seq, resume  # noqa: E402
-from gateway_process import REPO, GatewayProcess  # noqa: E402
+from gateway_process import REPO, GatewayProcess, stop_all  # noqa: E402
 from redis_server import ReplicatedRedis, free_port  # noqa: E402
 
 HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
@@ -56,8 +56,7 @@ def gateways(redis: ReplicatedRedis, tmp_path_factory: pytest.TempPathFactory,
             procs.append(proc.start())
         yield procs
     finally:
-        for proc in procs:
-            proc.stop()
+        stop_all(procs)
 
 
 def wait_listening(port: int, timeout_s: float = 10.0) -> None:

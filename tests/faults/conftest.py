@@ -2,8 +2,10 @@
 
 Everything here is a real process: a Redis/Valkey server (``tests/redis_server.py``),
 ``duplex-gateway serve`` processes (``tests/gateway_process.py``) and WebSocket clients.
-Gateways are SIGKILLed at teardown (fast, and what a crash looks like); their log tail is
-printed, which pytest shows for a failed test.
+Gateways still running at teardown get SIGTERM, all at once, and SIGKILL after
+``TEARDOWN_STOP_S``: a clean exit is what saves a gateway's coverage data (a test
+that wants a crash kills its gateway itself). Their log tail is printed, which pytest
+shows for a failed test.
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ _E2E = str(Path(__file__).resolve().parent.parent / "e2e")
 if _E2E not in sys.path:
     sys.path.insert(0, _E2E)
 
-from gateway_process import GatewayProcess  # noqa: E402
+from gateway_process import GatewayProcess, stop_all  # noqa: E402
 from redis_server import RedisServer  # noqa: E402
 
 BASE_ARGS = ("--plugin", "tone", "--output-lead-ms", "300")
+TEARDOWN_STOP_S = 5.0  # a gateway stuck on a paused store is killed rather than waited for
 
 
 @pytest.fixture
@@ -58,8 +61,8 @@ def gateways() -> Iterator[Callable[..., GatewayProcess]]:
     try:
         yield make
     finally:
+        stop_all(made, timeout_s=TEARDOWN_STOP_S)
         for proc in made:
-            proc.kill()
             if proc.output:
                 print(f"--- gateway {proc.address or '(not ready)'} log tail ---")
                 print("".join(proc.output[-60:]), end="")
