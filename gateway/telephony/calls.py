@@ -1,10 +1,11 @@
 """Call → session binding in Redis, so a second socket for a call resumes it.
 
 ``dg:{carrier}:call:{call id}`` (Twilio's: ``dg:twilio:call:{callSid}``) holds
-the session id and its current resume token, with the session's own lifetime
-(idle TTL plus the disconnect grace). The first socket sets it with NX; later
-sockets read it and resume. ``dg:{carrier}:secret`` is the carrier's stream-token
-key where no credential of the carrier's derives one.
+the session id and its current resume token, for as long as the session can
+live (``--max-session-s``, a day where sessions never end, plus the disconnect
+grace). The first socket sets it with NX; later sockets read it and resume.
+``dg:{carrier}:secret`` is the carrier's stream-token key where no credential of
+the carrier's derives one.
 """
 
 from __future__ import annotations
