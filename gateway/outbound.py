@@ -1,6 +1,6 @@
 """What a session hands its socket: one server event, serialised once.
 
-The emitter serialises each event once, for the journal; the same text is what
+The outbox's journal serialises each event once, for the journal; the same text is what
 the Realtime socket sends. A transport that speaks another protocol (Twilio's
 media stream) renders from the event as built, so it never parses that text
 back; only an event read back from the journal (a replay) has no built form.

@@ -5,7 +5,7 @@ key, a new session or a resume (relayed to the session's owner when another
 process has it). Then the shared loop serves the socket
 (``gateway.transports.loop``) with the protocol's codec
 (``gateway.transports.realtime_codec``): wire messages become core commands on
-the session's mailbox; the session's worker is the only writer of server events.
+the session's inbox; the session's worker is the only writer of server events.
 Errors are split by cause in ``duplex.errors`` and become ``error`` events at
 that boundary; one bad message never ends the connection.
 

@@ -5,7 +5,7 @@ queues it for the application and pauses the socket's reading; the endpoint's
 reader task wakes, takes it through Starlette's ``receive``, and uvicorn resumes
 reading. For 50 audio appends a second a session that is a task wake-up, a
 queue round and a pause and resume of the socket per message, for a message the
-reader then only decodes and queues again in the session's mailbox.
+reader then only decodes and queues again in the session's inbox.
 
 ``DirectReads`` is uvicorn's WebSocket protocol with one addition: a reader
 may set ``deliver``, a callback that takes a message (text, or bytes) at once,

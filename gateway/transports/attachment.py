@@ -69,7 +69,7 @@ class SocketAttachment:
         (logged, rate-limited); a refusal goes back to the peer."""
         try:
             self.session.submit(cmd)
-        except CapacityError:  # the mailbox is full, so an error could not be queued either
+        except CapacityError:  # the inbox is full, so an error could not be queued either
             self.warnings.warning("flooded", "%s: session flooded; dropped a client %s",
                                   self.name, type(cmd).__name__)
         except DuplexError as exc:

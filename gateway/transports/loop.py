@@ -1,7 +1,7 @@
 """The one loop that serves an attached socket, whatever its protocol.
 
 Frames in: the codec says what each means, and a command goes to the session's
-mailbox without waiting (straight from the socket's parser where the frame source
+inbox without waiting (straight from the socket's parser where the frame source
 can). Frames out: the session sends typed events to the attachment, which renders
 them with the same codec. At the end, the attachment is over and the session told:
 
