@@ -173,11 +173,12 @@ class Inbox:
         self.put_ahead(Lane.CONTROL, Close(reason), of=is_audio, refusable=False)
 
     def stage_output(self, fence: Fence, stage: int, deltas: Sequence[pb.Delta]) -> None:
-        """A stage's visible output: transcripts as they come, reply output in order
-        once due; reply output beyond the bound fails the stage's request (I8)."""
+        """A stage's visible output: transcripts (and the words so far) as they
+        come, reply output in order once due; reply output beyond the bound fails
+        the stage's request (I8)."""
         for delta in deltas:
             item = Delta(fence, delta)
-            if isinstance(delta, pb.Transcript):
+            if isinstance(delta, pb.Transcript | pb.WordsHeard):
                 self.offer(Lane.EVENTS, item)
             elif not self.offer_media(item):
                 self.offer(Lane.CONTROL, Failure(fence, "output_backpressure", stage))
