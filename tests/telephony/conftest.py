@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from gateway_process import GatewayProcess
 from redis_server import RedisServer
+from telnyx_emulator import PUBLIC_KEY
 from twilio_helpers import AUTH_TOKEN, Peek
 
 from duplex.store import RedisSessionStore, connect
@@ -20,6 +21,9 @@ def redis() -> Iterator[RedisServer]:
         yield server
     finally:
         server.close()
+
+
+CARRIER_FLAGS = ("--telnyx-public-key", PUBLIC_KEY, "--plivo-auth-token", AUTH_TOKEN)
 
 
 def _start(tmp: Path, redis: RedisServer, *extra: str) -> GatewayProcess:
@@ -42,6 +46,17 @@ def signed_gateway(tmp_path_factory: pytest.TempPathFactory,
                    redis: RedisServer) -> Iterator[GatewayProcess]:
     proc = _start(Path(tmp_path_factory.mktemp("gw")), redis,
                   "--twilio-auth-token", AUTH_TOKEN)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
+def carrier_gateway(tmp_path_factory: pytest.TempPathFactory,
+                    redis: RedisServer) -> Iterator[GatewayProcess]:
+    """A gateway with the Telnyx and Plivo routes on (their credentials set)."""
+    proc = _start(Path(tmp_path_factory.mktemp("gw")), redis, *CARRIER_FLAGS)
     try:
         yield proc
     finally:
