@@ -6,9 +6,9 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from carrier_flags import CARRIER_FLAGS
 from gateway_process import GatewayProcess
 from redis_server import RedisServer
-from telnyx_emulator import PUBLIC_KEY
 from twilio_helpers import AUTH_TOKEN, Peek
 
 from duplex.store import RedisSessionStore, connect
@@ -21,9 +21,6 @@ def redis() -> Iterator[RedisServer]:
         yield server
     finally:
         server.close()
-
-
-CARRIER_FLAGS = ("--telnyx-public-key", PUBLIC_KEY, "--plivo-auth-token", AUTH_TOKEN)
 
 
 def _start(tmp: Path, redis: RedisServer, *extra: str) -> GatewayProcess:
