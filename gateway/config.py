@@ -265,7 +265,7 @@ def _check_carriers(config: GatewayConfig) -> None:
         raise SystemExit(f"--telnyx-codec must be PCMU, PCMA or L16, "
                          f"not {config.telnyx_codec!r:.40}")
     if config.telnyx_public_key is not None:
-        from gateway.telephony.telnyx import public_key  # cryptography: only when used
+        from gateway.telephony.telnyx_signature import public_key  # cryptography: when used
 
         try:
             public_key(config.telnyx_public_key)

@@ -19,15 +19,12 @@ its proof. The routes are off unless ``--telnyx-public-key`` is set.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import logging
 import time
 from typing import Any
 from urllib.parse import parse_qsl
 
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from starlette.requests import Request
 from starlette.responses import Response
@@ -39,37 +36,13 @@ from gateway.telephony.answer import off_routes, stream_token, text, xml_attr
 from gateway.telephony.bridge import CallBridge
 from gateway.telephony.call_stream import stream_endpoint
 from gateway.telephony.telnyx_codec import TelnyxCodec
+from gateway.telephony.telnyx_signature import public_key, signature_ok
 
 log = logging.getLogger(__name__)
 
 VOICE_PATH = "/v1/telnyx/voice"
 STREAM_PATH = "/v1/telnyx/media-stream"
-TOLERANCE_S = 300  # how old a signed webhook may be (Telnyx's libraries' default)
 CODECS = {"PCMU": 8000, "PCMA": 8000, "L16": 16000}  # --telnyx-codec → its rate
-
-
-def public_key(encoded: str) -> Ed25519PublicKey:
-    """The key of ``--telnyx-public-key`` (base64, as Mission Control shows it);
-    raises ValueError for anything that is not a 32-byte Ed25519 key."""
-    try:
-        raw = base64.b64decode(encoded, validate=True)
-    except binascii.Error as exc:
-        raise ValueError("not base64") from exc
-    return Ed25519PublicKey.from_public_bytes(raw)
-
-
-def signature_ok(key: Ed25519PublicKey, body: bytes, timestamp: str | None,
-                 signature: str | None, now: float) -> bool:
-    if not timestamp or not signature or not timestamp.isdigit():
-        return False
-    if abs(now - int(timestamp)) > TOLERANCE_S:
-        return False
-    try:
-        key.verify(base64.b64decode(signature, validate=True),
-                   timestamp.encode() + b"|" + body)
-    except (binascii.Error, InvalidSignature):
-        return False
-    return True
 
 
 class Telnyx:

@@ -20,8 +20,8 @@ from test_twilio_codec import json_values, server_events
 from duplex import commands as c
 from gateway.outbound import Outbound
 from gateway.session.attachment import dumps, outbound
-from gateway.telephony.telnyx import TOLERANCE_S, public_key, signature_ok
 from gateway.telephony.telnyx_codec import TelnyxCodec
+from gateway.telephony.telnyx_signature import TOLERANCE_S, public_key, signature_ok
 from gateway.transports.codec import (
     QUIET,
     Control,
