@@ -54,6 +54,8 @@ class GatewayConfig:
     twilio_auth_token: str | None = None
     public_url: str | None = None
     twilio_instructions: str | None = None
+    vonage_signature_secret: str | None = None
+    exotel_credentials: str | None = None
     advertise_url: str | None = None
     ssl_certfile: Path | None = None
     ssl_keyfile: Path | None = None
@@ -133,6 +135,14 @@ _FLAGS: dict[str, tuple[Any, str]] = {
     "public_url": (str, "this gateway's public https:// base URL, as Twilio reaches it "
                         "(unset: taken from the request's Host)"),
     "twilio_instructions": (str, "session instructions for Twilio calls"),
+    "vonage_signature_secret": (str, "the Vonage account's signature secret: turns the "
+                                     "Vonage routes (/v1/vonage/*) on, and every answer "
+                                     "webhook must then carry Vonage's signed JWT "
+                                     "(unset: the routes are off)"),
+    "exotel_credentials": (str, "KEY:TOKEN that Exotel's Voicebot applet sends as Basic "
+                                "auth (its URL wss://KEY:TOKEN@host/v1/exotel/media-stream): "
+                                "turns /v1/exotel/media-stream on, and every stream must "
+                                "carry it (unset: the route is off)"),
     "advertise_url": (str, "ws://HOST:PORT where the other gateways on this Redis reach this "
                            "one, to relay a resume of a session it owns (unset: the "
                            "listening address, or the hostname when listening on all "
