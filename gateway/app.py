@@ -21,7 +21,7 @@ from gateway.config import GatewayConfig
 from gateway.gateway import Gateway
 from gateway.realtime import realtime_endpoint
 from gateway.session.clock import Clock
-from gateway.telephony import exotel
+from gateway.telephony import exotel, vonage
 from gateway.telephony.twilio import twilio_routes
 
 log = logging.getLogger("duplex_gateway")
@@ -95,7 +95,8 @@ def create_app(config: GatewayConfig, *, on_ready: str | None = None,
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if access.twilio_off:
             log.warning("the Twilio routes (/v1/twilio/*) are off: %s", access.twilio_off)
-        for route, why in (("/v1/exotel/*", exotel.off_reason(config)),):
+        for route, why in (("/v1/vonage/*", vonage.off_reason(config)),
+                           ("/v1/exotel/*", exotel.off_reason(config))):
             if why:
                 log.info("the %s routes are off: %s", route, why)
         async with asyncio.TaskGroup() as tg:
@@ -114,6 +115,7 @@ def create_app(config: GatewayConfig, *, on_ready: str | None = None,
         WebSocketRoute("/v1/realtime", realtime_endpoint),
         WebSocketRoute("/realtime", realtime_endpoint),
         *twilio_routes(access, config),
+        *vonage.vonage_routes(config),
         *exotel.exotel_routes(config),
         Mount("/", StaticFiles(directory=web_demo_dir(), html=True), name="web_demo"),
     ]

@@ -71,6 +71,8 @@ async def read(attachment: SocketAttachment, on_hangup: OnHangup | None = None,
     reason = attachment.codec.ends_session(frames.close_code)
     if reason is not None:
         session.client_closed(reason)
+        if on_hangup is not None:  # a carrier that hangs up by closing (Vonage)
+            await asyncio.shield(on_hangup())
     else:
         session.request_detach(attachment)
 
