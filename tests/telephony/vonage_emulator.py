@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-
 import time
 import uuid
 from dataclasses import dataclass, field
