@@ -7,7 +7,9 @@ Each call streams 20 ms μ-law frames (160 bytes) on an absolute schedule, in a
 loop of 1 s of tone then 2 s of silence; the tone plugin answers each turn with
 1.4 s of audio (``words=3``). The baseline is the same caller speaking the
 OpenAI Realtime protocol with ``audio/pcmu`` in and out, so the difference is
-what the Twilio adapter costs (translation, marks, the extra messages).
+what the Twilio adapter costs (translation, marks, the extra messages). Vonage
+(binary 16 kHz L16 frames, ``notify``) and Exotel (base64 8 kHz L16, ``mark``)
+rows run the same callers through their carriers' messages (``CARRIERS``).
 
 Columns:
 - ``jitter p50/p99 ms``: for consecutive outbound audio chunks of one reply,
@@ -47,7 +49,8 @@ import websockets
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from gateway.audio import ulaw_encode  # noqa: E402
+from gateway.audio import resample, ulaw_encode  # noqa: E402
+from gateway.telephony.vonage import sign  # noqa: E402
 
 RATE = 8000
 FRAME_BYTES = 160
@@ -65,24 +68,38 @@ def _cycle() -> list[bytes]:
 
 
 FRAMES = _cycle()
+VONAGE_SECRET = "bench-vonage-secret-0123456789"
+EXOTEL_CREDENTIALS = "bench-key:bench-token"
+
+
+def _pcm_cycle(rate: int) -> list[bytes]:
+    """The same cycle as 16-bit PCM at ``rate``, in 20 ms frames."""
+    t = np.arange(RATE) / RATE
+    pcm = np.concatenate([(0.3 * 32767 * np.sin(2 * np.pi * 440 * t)).astype(np.int16),
+                          np.zeros(2 * RATE, dtype=np.int16)])
+    audio = resample(pcm, RATE, rate).astype("<i2").tobytes()
+    step = rate * 2 // 50
+    return [audio[i:i + step] for i in range(0, len(audio), step)]
 
 
 @dataclass
 class CallStats:
+    bytes_per_ms: float = 8.0  # of the carrier's audio: μ-law 8 kHz unless said
     jitter_ms: list[float] = field(default_factory=list)
     chunks: int = 0
     _last: tuple[str, float, float] | None = None  # (response, arrival, duration ms)
 
     def arrived(self, response: str, payload_bytes: int) -> None:
         now = time.monotonic()
-        duration = payload_bytes / 8.0
+        duration = payload_bytes / self.bytes_per_ms
         if self._last is not None and self._last[0] == response:
             self.jitter_ms.append(1000 * (now - self._last[1]) - self._last[2])
         self._last = (response, now, duration)
         self.chunks += 1
 
 
-async def _pace(seconds: float, offset: float, send: Callable[[bytes], Awaitable[None]]) -> None:
+async def _pace(seconds: float, offset: float, send: Callable[[bytes], Awaitable[None]],
+                frames: list[bytes] = FRAMES) -> None:
     """Send frames on an absolute schedule (frame i at t0 + i·20 ms): no drift."""
     loop = asyncio.get_running_loop()
     t0 = loop.time() + offset
@@ -90,7 +107,7 @@ async def _pace(seconds: float, offset: float, send: Callable[[bytes], Awaitable
         delay = t0 + i * FRAME_S - loop.time()
         if delay > 0:
             await asyncio.sleep(delay)
-        await send(FRAMES[i % len(FRAMES)])
+        await send(frames[i % len(frames)])
 
 
 async def twilio_call(http_base: str, seconds: float, offset: float) -> CallStats:
@@ -143,6 +160,83 @@ async def twilio_call(http_base: str, seconds: float, offset: float) -> CallStat
     return stats
 
 
+async def vonage_call(http_base: str, seconds: float, offset: float) -> CallStats:
+    """A Vonage call: the signed answer, its NCCO, binary 16 kHz frames, notify echoes."""
+    call_id = secrets.token_hex(16)
+    auth = "Bearer " + sign(VONAGE_SECRET, b"", time.time())
+    async with httpx.AsyncClient() as http:
+        resp = await http.get(f"{http_base}/v1/vonage/answer?uuid={call_id}"
+                              f"&instructions={quote(INSTRUCTIONS)}",
+                              headers={"Authorization": auth})
+    endpoint = resp.json()[0]["endpoint"][0]
+    stats, sent = CallStats(bytes_per_ms=32.0), 0
+    async with websockets.connect(endpoint["uri"]) as ws:
+        await ws.send(json.dumps({"event": "websocket:connected",
+                                  "content-type": endpoint["content-type"],
+                                  **endpoint["headers"]}))
+
+        async def read() -> None:
+            nonlocal sent
+            async for raw in ws:
+                if isinstance(raw, bytes):
+                    sent += len(raw)
+                    continue
+                msg = json.loads(raw)
+                if msg.get("action") == "notify":  # after its delta's frames, at once
+                    stats.arrived(msg["payload"]["name"].rpartition(":")[0], sent)
+                    sent = 0
+                    await ws.send(json.dumps({"event": "websocket:notify",
+                                              "payload": msg["payload"]}))
+
+        reader = asyncio.create_task(read())
+        await _pace(seconds, offset, ws.send, _pcm_cycle(16000))
+        reader.cancel()
+    return stats
+
+
+async def exotel_call(http_base: str, seconds: float, offset: float) -> CallStats:
+    """An Exotel Voicebot stream: Basic auth, 8 kHz L16 media, mark echoes."""
+    ws_url = http_base.replace("http://", "ws://", 1) + "/v1/exotel/media-stream"
+    auth = "Basic " + base64.b64encode(EXOTEL_CREDENTIALS.encode()).decode()
+    stream_sid, stats = secrets.token_hex(16), CallStats(bytes_per_ms=16.0)
+    async with websockets.connect(ws_url, additional_headers={"Authorization": auth}) as ws:
+        async def send(event: str, **body: object) -> None:
+            await ws.send(json.dumps({"event": event, "stream_sid": stream_sid, **body}))
+
+        await ws.send(json.dumps({"event": "connected"}))
+        await send("start", start={
+            "stream_sid": stream_sid, "call_sid": secrets.token_hex(16),
+            "custom_parameters": {"instructions": INSTRUCTIONS},
+            "media_format": {"encoding": "audio/x-raw", "sample_rate": "8000"}})
+        pending: list[int] = []
+
+        async def read() -> None:
+            async for raw in ws:
+                msg = json.loads(raw)
+                if msg["event"] == "media":
+                    pending.append(len(base64.b64decode(msg["media"]["payload"])))
+                elif msg["event"] == "mark":
+                    stats.arrived(msg["mark"]["name"].rpartition(":")[0], pending.pop())
+                    await send("mark", mark=msg["mark"])  # echo at once: no playout here
+
+        async def media(frame: bytes) -> None:
+            await send("media", media={"payload": base64.b64encode(frame).decode()})
+
+        reader = asyncio.create_task(read())
+        await _pace(seconds, offset, media, _pcm_cycle(RATE))
+        await send("stop", stop={"reason": "callended"})
+        reader.cancel()
+    return stats
+
+
+# the carriers' rows, each next to the realtime baseline: name → one call
+CARRIERS: dict[str, Callable[[str, float, float], Awaitable[CallStats]]] = {
+    "twilio": lambda base, seconds, off: twilio_call(base, seconds, off),
+    "vonage": lambda base, seconds, off: vonage_call(base, seconds, off),
+    "exotel": lambda base, seconds, off: exotel_call(base, seconds, off),
+}
+
+
 async def realtime_call(ws_url: str, seconds: float, offset: float) -> CallStats:
     stats = CallStats()
     async with websockets.connect(ws_url, max_size=None) as ws:
@@ -191,7 +285,8 @@ def start_gateway(data_dir: str) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "gateway.cli", "serve", "--port", "0", "--plugin", "tone",
          "--data-dir", data_dir, "--output-lead-ms", "300", "--max-sessions", "1024",
-         "--log-level", "warning"],
+         "--log-level", "warning", "--vonage-signature-secret", VONAGE_SECRET,
+         "--exotel-credentials", EXOTEL_CREDENTIALS],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -210,8 +305,9 @@ async def run(calls: list[int], seconds: float) -> None:
             for n in calls:
                 await phase("realtime", n, seconds, proc.pid, lambda off: realtime_call(
                     f"ws://{address}/v1/realtime", seconds, off))
-                await phase("twilio", n, seconds, proc.pid, lambda off: twilio_call(
-                    f"http://{address}", seconds, off))
+                for carrier, call in CARRIERS.items():
+                    await phase(carrier, n, seconds, proc.pid,
+                                lambda off, call=call: call(f"http://{address}", seconds, off))
         finally:
             proc.terminate()
             proc.wait(15)
