@@ -76,7 +76,7 @@ class Playout:
             self._reply = reply
         try:
             audio = binascii.a2b_base64(payload)
-        except binascii.Error:  # not ours: the session's deltas are base64
+        except (binascii.Error, ValueError):  # not ours: the session's deltas are base64
             return None
         return self._chunk(self.chunker.add(audio))
 

@@ -155,6 +155,13 @@ def test_the_start_s_media_format_picks_the_session_s() -> None:
     assert isinstance(ExotelCodec(LIMIT).parse(json.dumps(start)), Refuse)
 
 
+def test_a_delta_that_is_not_base64_renders_nothing() -> None:
+    codec = started()
+    for junk in ("é", "abc"):  # not ASCII; bad padding
+        assert codec.render(outbound({"type": "response.output_audio.delta", "delta": junk,
+                                      "response_id": "r", "item_id": "i"})).frames == ()
+
+
 def test_the_chunker_keeps_whole_steps_over_its_least() -> None:
     chunker = Chunker(320, 3200)
     assert chunker.add(b"\x01" * 3199) == b"" and chunker.pending == 3199
