@@ -126,19 +126,19 @@ class VonageCodec:
             return NOTHING  # not started: no stream to speak to
         match ev.get("type"):
             case E.AUDIO_DELTA:
-                return self._frames(playout.delta(ev))
+                return self._frames(playout.delta(ev), playout.chunker.frame)
             case E.AUDIO_DONE:
-                return self._frames(playout.done(ev))
+                return self._frames(playout.done(ev), playout.chunker.frame)
             case E.SPEECH_STARTED:
                 return self._barge_in(playout)
             case "error":
                 log.info("call %s: session error %s", self.call_id, ev.get("error"))
         return NOTHING
 
-    def _frames(self, chunk: Chunk | None) -> Rendered:
+    def _frames(self, chunk: Chunk | None, step: int) -> Rendered:
+        """A chunk as Vonage takes it: one binary message a frame, then its notify."""
         if chunk is None:
             return NOTHING
-        step = self.playout.chunker.frame if self.playout else len(chunk.audio)
         frames: list[Frame] = [chunk.audio[i:i + step] for i in range(0, len(chunk.audio), step)]
         frames.append(json.dumps({"action": "notify", "payload": {"name": chunk.point}}))
         return Rendered(tuple(frames))
