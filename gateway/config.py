@@ -248,6 +248,9 @@ def _check(config: GatewayConfig) -> None:
     if config.ws_compression not in WS_COMPRESSION:
         raise SystemExit(f"--ws-compression must be one of {', '.join(WS_COMPRESSION)}, "
                          f"not {config.ws_compression!r:.40}")
+    if config.exotel_credentials is not None and ":" not in config.exotel_credentials:
+        raise SystemExit("--exotel-credentials is KEY:TOKEN, as in the Voicebot applet's "
+                         "URL wss://KEY:TOKEN@host/v1/exotel/media-stream")
     try:
         parse_origins(config.allowed_origins or "*")
     except ValueError as exc:
