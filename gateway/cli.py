@@ -78,7 +78,8 @@ def serve(config: GatewayConfig) -> int:
 
     loop_factory(config.loop)  # an unusable --loop fails now, not after the store starts
     secrets = (config.api_key or "", config.twilio_auth_token or "",
-               config.plivo_auth_token or "")
+               config.plivo_auth_token or "",
+               config.exotel_credentials or "", config.vonage_signature_secret or "")
     log_setup.configure(config.log_level, config.log_format, secrets)
     before, after = raise_open_files_limit()
     if after < 2 * config.max_connections:

@@ -59,6 +59,8 @@ class GatewayConfig:
     telnyx_codec: str = "PCMU"
     plivo_auth_token: str | None = None
     plivo_instructions: str | None = None
+    vonage_signature_secret: str | None = None
+    exotel_credentials: str | None = None
     advertise_url: str | None = None
     ssl_certfile: Path | None = None
     ssl_keyfile: Path | None = None
@@ -147,6 +149,14 @@ _FLAGS: dict[str, tuple[Any, str]] = {
     "plivo_auth_token": (str, "Plivo auth token: /v1/plivo/answer then requires a valid "
                               "X-Plivo-Signature-V3; unset: the Plivo routes are off"),
     "plivo_instructions": (str, "session instructions for Plivo calls"),
+    "vonage_signature_secret": (str, "the Vonage account's signature secret: turns the "
+                                     "Vonage routes (/v1/vonage/*) on, and every answer "
+                                     "webhook must then carry Vonage's signed JWT "
+                                     "(unset: the routes are off)"),
+    "exotel_credentials": (str, "KEY:TOKEN that Exotel's Voicebot applet sends as Basic "
+                                "auth (its URL wss://KEY:TOKEN@host/v1/exotel/media-stream): "
+                                "turns /v1/exotel/media-stream on, and every stream must "
+                                "carry it (unset: the route is off)"),
     "advertise_url": (str, "ws://HOST:PORT where the other gateways on this Redis reach this "
                            "one, to relay a resume of a session it owns (unset: the "
                            "listening address, or the hostname when listening on all "
@@ -261,6 +271,9 @@ def _check(config: GatewayConfig) -> None:
 
 
 def _check_carriers(config: GatewayConfig) -> None:
+    if config.exotel_credentials is not None and ":" not in config.exotel_credentials:
+        raise SystemExit("--exotel-credentials is KEY:TOKEN, as in the Voicebot applet's "
+                         "URL wss://KEY:TOKEN@host/v1/exotel/media-stream")
     if config.telnyx_codec.upper() not in ("PCMU", "PCMA", "L16"):
         raise SystemExit(f"--telnyx-codec must be PCMU, PCMA or L16, "
                          f"not {config.telnyx_codec!r:.40}")

@@ -83,6 +83,7 @@ class Plivo:
 
     name = "plivo"
     stream_path = STREAM_PATH
+    stream_tokens = True  # our webhook mints one per call
 
     def __init__(self, config: GatewayConfig) -> None:
         # the auth token also keys the stream tokens, so every gateway behind the

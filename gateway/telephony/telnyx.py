@@ -50,6 +50,7 @@ class Telnyx:
 
     name = "telnyx"
     stream_path = STREAM_PATH
+    stream_tokens = True  # our webhook mints one per call
     # the credential is a public key, which must not key the stream tokens: the key
     # is a random one shared in Redis by every gateway on it
     secret_seed: str | None = None
