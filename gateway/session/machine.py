@@ -157,9 +157,11 @@ class SessionMachine:
         for vad_event in self.audio.hear(pcm):
             if vad_event.started:
                 self.core.speech_started(vad_event.audio_ms)
+                yield from self._effects()
             else:
                 self.core.speech_stopped(vad_event.audio_ms)
-            yield from self._effects()
+                yield from self._effects()  # the reply it commits starts its clock here
+                self.timings.turn_detected(self.audio.waited_ms(vad_event))
         submissions = self.plan.audio(pcm, self._view)
         if submissions:
             yield Submit(self.core.fence, submissions)
