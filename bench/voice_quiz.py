@@ -303,9 +303,9 @@ def report(result: dict[str, Any], base: list[dict[str, float]] | None) -> None:
         b = result["barge"]
         print(f"  {'barge-in → cancelled':<34} p50 {pct(b, 0.5):6.0f} ms   max {max(b):6.0f} ms"
               f"  ({len(b)} barge-ins)")
-    for n, (held, first) in result["concurrency"].items():
-        print(f"  {n} concurrent: first audio p50 {first:6.0f} ms, real time "
-              f"{'held' if held else 'NOT held'}")
+    for n, (held, wait, worst) in result["concurrency"].items():
+        print(f"  {n} concurrent: {MOUTH_TO_EAR} p50 {wait:6.0f} ms, max {worst:6.0f} ms, "
+              f"real time {'held' if held else 'NOT held'}")
     if base:
         print("\nsequential baseline (the same VAD, then transcribe, then LLM to a whole "
               "sentence, then TTS of it)")
