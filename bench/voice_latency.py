@@ -275,6 +275,10 @@ def report(plugin: str, result: dict[str, Any]) -> None:
     if first and later:
         print(line(f"{MOUTH_TO_EAR}, first turn", first)
               + f"   {pct(first, 0.5) / pct(later, 0.5):.2f}x the later p50 (target <= 1.3x)")
+        for key in (k for k in keys if k != MOUTH_TO_EAR):
+            values = [r[key] for r in firsts if key in r]
+            if values:
+                print(line(f"  {key}, first turn", values))
     if result["barge"]:
         b = result["barge"]
         print(f"  {'barge-in → cancelled':<32} p50 {pct(b, 0.5):7.0f} ms   "
