@@ -26,6 +26,10 @@ Valkey primary sustains.
    10,000 sessions, and for ``--gateways`` gateways sharing one primary, each
    at 1/``--gateways`` of the sessions. Every input is a figure measured in
    steps 1 and 2 of this run; the one assumption is ``CORE_BUSY_MAX``.
+
+This is the gateway's own cost (the tone plugin, no models). How many *cascade*
+sessions a box holds at the latency target is ``bench/voice_latency.py
+--concurrency 1,2,3,4`` (mouth to ear at each level, next to one session).
 """
 
 from __future__ import annotations

@@ -14,18 +14,19 @@ streamed at real time in 20 ms frames. Each reply's audio is transcribed by
 Whisper tiny.en and scored by its words. It prints:
 
 - the score (right / scored), per kind and voice, and the misses;
-- end of speech (the last frame of the question sent) → first reply audio, and
-  ``speech_stopped`` → first reply audio, p50/p95, with the server's split
-  (``response.done.timings_ms``);
+- mouth to ear (the question's last voiced sample, found by its energy, sent →
+  the first reply audio received) and ``speech_stopped`` → first reply audio,
+  p50/p95, with the server's split (``response.done.timings_ms``: the turn
+  detector's wait, then transcribe, think, speak, first audio sent);
 - barge-in: the first frame of an interruption → ``response.done{cancelled}``
   (p50/max), from ``bench/voice_latency.py``;
 - concurrent sessions each asking at once: whether real time held;
-- the **sequential baseline** (as Pipecat's default pipeline does): after the VAD
-  stop, transcribe the whole turn, then the LLM until its first whole sentence,
-  then synthesise that whole sentence; same Whisper, same GGUF on llama.cpp
-  (same threads, same prompt cache), same piper voice, run in this process after
-  the gateway has stopped. Its ``speech_stopped`` → first audio is the sum of the
-  three; end of speech adds the gateway's VAD silence window.
+- the **sequential baseline** (``bench/sequential.py``, as Pipecat's default
+  pipeline does): the same VAD ends the turn, then the whole turn is
+  transcribed, then the LLM runs until its first whole sentence, then that
+  sentence is synthesised whole; same Whisper, same GGUF on llama.cpp (same
+  threads, same prompt cache), same piper voice, on the same audio, run in this
+  process after the gateway has stopped. Its mouth to ear is the sum of the four.
 
 ``--draft-pause-ms`` sets ``DUPLEX_GATEWAY_DRAFT_PAUSE_MS`` (0: no drafts, so
 no reply is started before ``speech_stopped``); ``--compare-drafts`` runs the
@@ -60,6 +61,7 @@ from gateway_process import GatewayProcess  # noqa: E402
 from quiz_questions import QUIZ, VOICES, Turn  # noqa: E402
 from voice_latency import (  # noqa: E402
     LONG_REPLY_QUESTION,
+    MOUTH_TO_EAR,
     Session,
     barge_in,
     concurrent,
@@ -68,6 +70,7 @@ from voice_latency import (  # noqa: E402
 )
 
 from gateway.audio import resample  # noqa: E402
+from gateway.call_audio import last_voiced  # noqa: E402
 
 RATE = 24000
 
@@ -124,18 +127,18 @@ class Row:
     asked: str  # what the server heard the question as
     reply: str  # the server's transcript of its reply
     heard: str  # Whisper's transcript of the reply audio
-    end_of_speech_ms: float
+    mouth_to_ear_ms: float
     stopped_ms: float
     server: dict[str, float] = field(default_factory=dict)
 
 
 async def ask(s: Session, pcm: np.ndarray) -> tuple[float, float, dict[str, Any], np.ndarray,
                                                    str]:
-    """Speak one turn; (end of speech → first audio, speech_stopped → first audio,
-    response.done, the reply audio, what the server heard)."""
+    """Speak one turn; (mouth to ear, speech_stopped → first audio, response.done,
+    the reply audio, what the server heard)."""
     mark = len(s.events)
-    t0 = await s.stream(np.concatenate([pcm, np.zeros(RATE, np.int16)]))
-    end_of_speech = t0 + len(pcm) / RATE  # the last speech frame was due then
+    t0 = await s.stream(np.concatenate([pcm, np.zeros(RATE, np.int16)]), last_voiced(pcm))
+    end_of_speech = s.voiced_sent if s.voiced_sent is not None else t0 + len(pcm) / RATE
     t_stop, _ = await s.until("input_audio_buffer.speech_stopped", mark)
     t_audio, _ = await s.until("response.output_audio.delta", mark)
     _, done = await s.until("response.done", mark)
@@ -241,59 +244,25 @@ async def gateway_run(args: argparse.Namespace, conversations: list[list[Turn]],
 
 def baseline(args: argparse.Namespace, conversations: list[list[Turn]], voices: Voices,
              ears: Any) -> list[dict[str, float]]:
-    """Transcribe after the stop, then the LLM to its first whole sentence, then
-    synthesise that sentence whole: the three waits add up."""
-    from engines.llamacpp_server import ServerConfig, start_server
-    from plugins.cascade.llm import LlmChoice
-    from plugins.cascade.thinker import CHATML, DEFAULT_INSTRUCTIONS, LLAMACPP_SAMPLING
+    """The same conversations through ``bench/sequential.py``: the VAD's wait,
+    then transcribe, then the LLM to its first whole sentence, then synthesise that
+    sentence whole: the four waits add up."""
+    from sequential import Sequential
 
     env = {k: v for k, v in (("DUPLEX_GATEWAY_LLM_MODEL", args.model),
                              ("DUPLEX_GATEWAY_LLM_THREADS", str(args.threads or ""))) if v}
-    choice = LlmChoice.from_env(env)
-    server = start_server(ServerConfig(choice.prepare(lambda _: None), n_ctx=4096, parallel=1,
-                                       threads=choice.threads, batch_threads=choice.threads))
+    pipeline = Sequential(ears, voices.piper, env)
     rows = []
     for i, conversation in enumerate(conversations):
         voice = VOICES[i % len(VOICES)]
-        context = CHATML.turn("system", DEFAULT_INSTRUCTIONS)
+        pipeline.new_conversation()
         for turn in conversation:
             if turn.instructions:
-                context += CHATML.turn("system", turn.instructions)
-            pcm16 = resample(voices.say(voice, turn.say), RATE, 16000)
-            t0 = time.perf_counter()
-            text = ears.transcribe(pcm16)
-            t_asr = time.perf_counter()
-            prompt = context + CHATML.turn("user", text) + CHATML.opening("assistant")
-            answer, t_sentence = first_sentence(server, prompt, LLAMACPP_SAMPLING)
-            sentence = re.split(r"(?<=[.!?])\s", answer.strip(), maxsplit=1)[0]
-            t_tts0 = time.perf_counter()
-            next(iter(voices.piper.synthesize(sentence)), None)
-            t_audio = time.perf_counter()
-            rows.append({"asr": 1000 * (t_asr - t0), "llm": 1000 * (t_sentence - t_asr),
-                         "tts": 1000 * (t_audio - t_tts0),
-                         "stopped_ms": 1000 * (t_asr - t0 + t_sentence - t_asr
-                                               + t_audio - t_tts0)})
-            context = prompt + answer + CHATML.closing
-    del server
+                pipeline.instruct(turn.instructions)
+            said = voices.say(voice, turn.say)
+            row = pipeline.turn(np.concatenate([said, np.zeros(RATE, np.int16)]))
+            rows.append({k: v for k, v in row.items() if isinstance(v, float)})
     return rows
-
-
-def first_sentence(server: Any, prompt: str, sampling: Any) -> tuple[str, float]:
-    """The whole reply, and when its first sentence was complete (as a sentence
-    aggregator before TTS sees it)."""
-    from engines.llamacpp_server import stream_completion
-
-    reply: list[str] = []
-    done_at: list[float] = []
-
-    def on_delta(delta: Any) -> bool:
-        reply.append(delta.text)
-        if not done_at and (re.search(r"[.!?](\s|$)", "".join(reply)) or delta.finish):
-            done_at.append(time.perf_counter())
-        return False
-
-    stream_completion(server, prompt, 80, sampling, on_delta)
-    return "".join(reply), done_at[0] if done_at else time.perf_counter()
 
 
 # -- the report -----------------------------------------------------------------------
@@ -305,8 +274,7 @@ def p50_p95(values: list[float]) -> str:
     return f"p50 {pct(values, 0.5):6.0f} ms   p95 {pct(values, 0.95):6.0f} ms"
 
 
-def report(result: dict[str, Any], base: list[dict[str, float]] | None,
-           silence_ms: int) -> None:
+def report(result: dict[str, Any], base: list[dict[str, float]] | None) -> None:
     rows: list[Row] = result["rows"]
     scored = [r for r in rows if r.turn.scored]
     ok = [r for r in scored if right(r.turn, r.heard)]
@@ -326,7 +294,7 @@ def report(result: dict[str, Any], base: list[dict[str, float]] | None,
     print(f"thinker guesses (replies started at a pause): {g['started']:.0f} started, "
           f"{g['adopted']:.0f} adopted as the turn's reply ({len(rows)} turns)")
     print("\nlatency (every turn)")
-    print(f"  {'end of speech → first audio':<34} {p50_p95([r.end_of_speech_ms for r in rows])}")
+    print(f"  {MOUTH_TO_EAR:<34} {p50_p95([r.mouth_to_ear_ms for r in rows])}")
     print(f"  {'speech_stopped → first audio':<34} {p50_p95([r.stopped_ms for r in rows])}")
     for key in sorted({k for r in rows for k in r.server}):
         values = [r.server[key] for r in rows if key in r.server]
@@ -335,17 +303,15 @@ def report(result: dict[str, Any], base: list[dict[str, float]] | None,
         b = result["barge"]
         print(f"  {'barge-in → cancelled':<34} p50 {pct(b, 0.5):6.0f} ms   max {max(b):6.0f} ms"
               f"  ({len(b)} barge-ins)")
-    for n, (held, first) in result["concurrency"].items():
-        print(f"  {n} concurrent: first audio p50 {first:6.0f} ms, real time "
-              f"{'held' if held else 'NOT held'}")
+    for n, (held, wait, worst) in result["concurrency"].items():
+        print(f"  {n} concurrent: {MOUTH_TO_EAR} p50 {wait:6.0f} ms, max {worst:6.0f} ms, "
+              f"real time {'held' if held else 'NOT held'}")
     if base:
-        stopped = [b["stopped_ms"] for b in base]
-        print("\nsequential baseline (transcribe, then LLM to a whole sentence, then TTS of it)")
-        print(f"  {'end of speech → first audio':<34} "
-              f"{p50_p95([v + silence_ms for v in stopped])}  (+{silence_ms} ms VAD window)")
-        print(f"  {'speech_stopped → first audio':<34} {p50_p95(stopped)}")
-        for key in ("asr", "llm", "tts"):
-            print(f"    {key:<33} {p50_p95([b[key] for b in base])}")
+        print("\nsequential baseline (the same VAD, then transcribe, then LLM to a whole "
+              "sentence, then TTS of it)")
+        print(f"  {MOUTH_TO_EAR:<34} {p50_p95([b['mouth_to_ear'] for b in base])}")
+        for key in ("turn_detection", "transcribe", "think", "speak"):
+            print(f"    {key:<32} {p50_p95([b[key] for b in base])}")
 
 
 def main() -> None:
@@ -372,19 +338,16 @@ def main() -> None:
 
     voices, ears = Voices(), WhisperAsr()
     ears.load()
-    from duplex.config import TurnDetection
-
-    silence_ms = TurnDetection().silence_duration_ms
     if args.compare_drafts:
         pause = args.draft_pause_ms
         args.draft_pause_ms = 0
         print("\n== drafts off (every reply starts at speech_stopped) ==")
-        report(asyncio.run(gateway_run(args, conversations, voices, ears)), None, silence_ms)
+        report(asyncio.run(gateway_run(args, conversations, voices, ears)), None)
         args.draft_pause_ms = pause
         print("\n== drafts on ==")
     result = asyncio.run(gateway_run(args, conversations, voices, ears))
     base = None if args.no_baseline else baseline(args, conversations, voices, ears)
-    report(result, base, silence_ms)
+    report(result, base)
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -17,6 +17,8 @@ for the gateway and the tests alike.
 
 from __future__ import annotations
 
+from typing import Any
+
 from engines.base import StageEngine
 from engines.stages import InProcessStage, LlamaCppStage, ResumableLlmStage, Stage
 
@@ -44,9 +46,15 @@ def build_engine(index: int, stage: Stage) -> StageEngine:
 
 def _llamacpp_engine(index: int, stage: LlamaCppStage) -> StageEngine:
     from engines.llamacpp import LlamaCppEngine
-    from engines.llamacpp_server import ServerConfig, start_server
+    from engines.llamacpp_server import ServerConfig, start_server, warm_prompt_cache
 
     config = ServerConfig(stage.model, n_ctx=stage.n_ctx, parallel=stage.parallel,
                           threads=stage.threads, batch_threads=stage.threads)
-    return LlamaCppEngine(index, stage.name, stage.adapter, lambda: start_server(config),
+    def make_server() -> Any:
+        server = start_server(config)
+        if stage.warm_prompt:
+            warm_prompt_cache(server, stage.warm_prompt, stage.sampling or {})
+        return server
+
+    return LlamaCppEngine(index, stage.name, stage.adapter, make_server,
                           n_ctx=stage.n_ctx, parallel=stage.parallel, sampling=stage.sampling)

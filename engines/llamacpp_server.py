@@ -92,6 +92,12 @@ class ContextOverflow(CompletionError):
         self.prompt_tokens = prompt_tokens
 
 
+def warm_prompt_cache(server: Any, prompt: str, sampling: Mapping[str, Any]) -> None:
+    """Prefill ``prompt`` once (one token generated, dropped), so it sits in the
+    prompt cache and llama.cpp's first-request allocations are done."""
+    stream_completion(server, prompt, 1, sampling, lambda _: True)
+
+
 def stream_completion(server: Any, prompt: str, max_tokens: int,
                       sampling: Mapping[str, Any], on_delta: Callable[[Delta], bool]) -> None:
     """Run one streamed completion of ``prompt`` (blocking); ``on_delta`` gets

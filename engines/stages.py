@@ -192,6 +192,9 @@ class LlamaCppStage:
     threads: int = 1
     parallel: int = 4
     sampling: Mapping[str, Any] | None = None  # llama.cpp completion fields
+    # prefilled once before the engine is ready (the prompt every session starts
+    # with), so a first turn finds it in the prompt cache as later turns do
+    warm_prompt: str = ""
 
 
 Stage = InProcessStage | ResumableLlmStage | LlamaCppStage

@@ -2,7 +2,11 @@
 
 Every ``--wav`` file (any format ``call_audio`` reads) becomes one user turn of
 one session. For each turn it prints what the gateway heard, what the
-assistant said, and where the time went; ``--out`` saves the spoken answers.
+assistant said, and where the time went: the wait a person has (mouth to ear,
+from the last voiced sample sent to the first reply audio received) and the
+server's split of it (``response.done.timings_ms``: the turn detector's wait,
+then transcribe, think, speak, first audio sent); ``--out`` saves the spoken
+answers.
 
 Exit status: 0 when every turn's response completed; 1 otherwise, and 1 with
 one line on stderr (``duplex-gateway call: …``) for any failure, checked in
@@ -38,16 +42,36 @@ def print_turn(n: int, total: int, source: Path, seconds: float, report: TurnRep
     print(f"turn {n}/{total}: {source} ({seconds:.1f} s)")
     print(f"  you said:    {report.user_transcript!r}")
     print(f"  assistant:   {report.assistant_transcript!r}  ({report.status})")
-    stop = report.marks.get("speech_stopped")
-    first = report.marks.get("first_audio")
-    if stop is not None and first is not None:
-        print(f"  end of speech → first audio: {1000 * (first - stop):.0f} ms (client view)")
+    wait = report.mouth_to_ear_ms
+    if wait is not None:
+        print(f"  end of speech → first audio: {wait:.0f} ms (mouth to ear: the last voiced "
+              "sample sent → the first reply audio received)")
     for name, ms in report.timings.items():
         shown = f"{ms:8.0f}" if isinstance(ms, int | float) else f"{ms!s:>8}"
-        print(f"    {name:<28} {shown} ms")
+        print(f"    {name:<28} {shown} ms  {_PHASES.get(name, _STEP)}")
+    rest = _network_ms(report)
+    if rest is not None:
+        print(f"    {'network and client':<28} {rest:8.0f} ms  the rest of the wait")
+    if report.voiced_end_ms is not None and report.server_audio_end_ms is not None:
+        print(f"  end of speech: {report.voiced_end_ms:.0f} ms into the session's audio by "
+              f"its energy; the server's audio_end_ms {report.server_audio_end_ms:.0f}")
     if saved is not None:
         print(f"  answer:      {saved} ({len(report.pcm()) / RATE:.1f} s)")
     sys.stdout.flush()  # one turn at a time, also through a pipe
+
+
+_STEP = "turn's end → this step (server)"
+_PHASES = {"turn_detection": "end of speech → turn's end decided (server: the silence window)",
+           "first_audio": "turn's end → first reply audio sent (server)"}
+
+
+def _network_ms(report: TurnReport) -> float | None:
+    """Mouth to ear less the server's part: the network both ways and this client."""
+    wait, timings = report.mouth_to_ear_ms, report.timings
+    detect, first = timings.get("turn_detection"), timings.get("first_audio")
+    if wait is None or not isinstance(detect, int | float) or not isinstance(first, int | float):
+        return None
+    return wait - detect - first
 
 
 def run_call(url: str, wavs: Sequence[Path], out: Path | None, *, realtime: bool,

@@ -2,7 +2,13 @@
 
 Each question is streamed as the next user turn (at real time by default, like
 a person speaking) followed by a second of silence so server VAD ends the
-turn; the turn is over when its ``response.done`` arrives. Anything that stops
+turn; the turn is over when its ``response.done`` arrives.
+
+Each turn is timed as a person waits it, "mouth to ear": from the moment the
+frame holding the question's last voiced sample went out (found in the audio
+by its energy: ``call_audio.last_voiced``) to the moment the reply's first
+audio came in. The server's ``audio_end_ms`` (its VAD's end of speech) is kept
+next to the client's own, to show they agree. Anything that stops
 the conversation (no gateway at the URL, a refused handshake, a closed socket,
 an ``error`` event, no answer in time) is a ``CallError`` that says so in one
 line.
@@ -26,7 +32,7 @@ import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
-from gateway.call_audio import RATE, CallError
+from gateway.call_audio import RATE, CallError, last_voiced
 from plugins.base import Pcm
 
 FRAME_MS = 20
@@ -48,9 +54,18 @@ class TurnReport:
     audio: list[bytes] = field(default_factory=list)
     marks: dict[str, float] = field(default_factory=dict)  # event → seconds since start
     timings: dict[str, Any] = field(default_factory=dict)  # the server's breakdown
+    voiced_end_ms: float | None = None  # the last voiced sample, on the session's input clock
+    server_audio_end_ms: float | None = None  # speech_stopped's audio_end_ms
 
     def mark(self, name: str, t0: float) -> None:
         self.marks.setdefault(name, time.monotonic() - t0)
+
+    @property
+    def mouth_to_ear_ms(self) -> float | None:
+        """The last voiced sample sent → the first reply audio received: the wait a
+        person has (None when either is missing)."""
+        voiced, first = self.marks.get("last_voiced"), self.marks.get("first_audio")
+        return None if voiced is None or first is None else 1000 * (first - voiced)
 
     def pcm(self) -> Pcm:
         return np.frombuffer(b"".join(self.audio), dtype="<i2")
@@ -110,16 +125,31 @@ async def _open_session(ws: ClientConnection, instructions: str | None) -> None:
     await ws.send(json.dumps({"type": "session.update", "session": session}))
 
 
-async def _stream(ws: ClientConnection, pcm: Pcm, realtime: bool, t0: float) -> None:
+@dataclass
+class _Sent:
+    """What a turn's stream has sent so far."""
+
+    samples: int = 0
+    voiced_end: int | None = None  # the sample after the last voiced one
+
+    def count(self, report: TurnReport, n: int, t0: float) -> None:
+        before, self.samples = self.samples, self.samples + n
+        if self.voiced_end is not None and before < self.voiced_end <= self.samples:
+            report.mark("last_voiced", t0)  # the frame holding it just went out
+
+
+async def _stream(ws: ClientConnection, pcm: Pcm, realtime: bool, t0: float,
+                  report: TurnReport, sent: _Sent) -> None:
     step = RATE * FRAME_MS // 1000
     for i, start in enumerate(range(0, len(pcm), step)):
         if realtime:
             delay = t0 + i * FRAME_MS / 1000 - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)  # pacing a real-time stream, not synchronisation
-        chunk = pcm[start:start + step].astype("<i2").tobytes()
+        chunk = pcm[start:start + step].astype("<i2")
         await ws.send(json.dumps({"type": "input_audio_buffer.append",
-                                  "audio": base64.b64encode(chunk).decode()}))
+                                  "audio": base64.b64encode(chunk.tobytes()).decode()}))
+        sent.count(report, len(chunk), t0)
 
 
 def _take(report: TurnReport, event: dict[str, Any], t0: float) -> bool:
@@ -129,6 +159,8 @@ def _take(report: TurnReport, event: dict[str, Any], t0: float) -> bool:
         report.mark("speech_started", t0)
     elif kind == "input_audio_buffer.speech_stopped":
         report.mark("speech_stopped", t0)
+        if report.server_audio_end_ms is None and "audio_end_ms" in event:
+            report.server_audio_end_ms = float(event["audio_end_ms"])
     elif kind == "input_audio_buffer.committed" and report.item_id is None:
         report.item_id = event.get("item_id")
     elif (kind == "conversation.item.input_audio_transcription.completed"
@@ -157,12 +189,17 @@ def _take_done(report: TurnReport, event: dict[str, Any], t0: float) -> None:
 
 
 async def hold_turn(ws: ClientConnection, pcm: Pcm, *, realtime: bool,
-                    timeout_s: float) -> TurnReport:
-    """Speak ``pcm`` as the next user turn; return once its response is done."""
+                    timeout_s: float, sent_before: int = 0) -> tuple[TurnReport, int]:
+    """Speak ``pcm`` as the next user turn, after ``sent_before`` samples of the
+    session's audio; return once its response is done, with the samples this turn
+    sent (the trailing silence stops at the ``response.done``)."""
     report = TurnReport()
+    sent = _Sent(voiced_end=last_voiced(pcm))
+    if sent.voiced_end is not None:
+        report.voiced_end_ms = 1000 * (sent_before + sent.voiced_end) / RATE
     t0 = time.monotonic()
     padded = np.concatenate([pcm, np.zeros(int(RATE * TRAILING_SILENCE_S), dtype=np.int16)])
-    sender = asyncio.create_task(_stream(ws, padded, realtime, t0))
+    sender = asyncio.create_task(_stream(ws, padded, realtime, t0, report, sent))
     try:
         async with asyncio.timeout(timeout_s):
             while not _take(report, await _recv(ws), t0):
@@ -174,7 +211,7 @@ async def hold_turn(ws: ClientConnection, pcm: Pcm, *, realtime: bool,
         sender.cancel()
         with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
             await sender
-    return report
+    return report, sent.samples
 
 
 async def hold_call(url: str, questions: Sequence[Pcm], *, realtime: bool = True,
@@ -186,6 +223,7 @@ async def hold_call(url: str, questions: Sequence[Pcm], *, realtime: bool = True
     as each turn ends."""
     ws = await _connect(url, api_key)
     reports: list[TurnReport] = []
+    sent = 0  # samples of the session's input so far: its clock, as audio_end_ms is
     async with ws:
         try:
             await _open_session(ws, instructions)
@@ -193,11 +231,13 @@ async def hold_call(url: str, questions: Sequence[Pcm], *, realtime: bool = True
             raise _closed(exc) from None
         for n, pcm in enumerate(questions, 1):
             try:
-                report = await hold_turn(ws, pcm, realtime=realtime, timeout_s=timeout_s)
+                report, samples = await hold_turn(ws, pcm, realtime=realtime,
+                                                  timeout_s=timeout_s, sent_before=sent)
             except CallError as exc:
                 raise CallError(f"turn {n}: {exc}") from None
             except ConnectionClosed as exc:
                 raise CallError(f"turn {n}: {_closed(exc)}") from None
+            sent += samples
             reports.append(report)
             if on_turn is not None:
                 on_turn(n, report)

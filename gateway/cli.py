@@ -44,7 +44,10 @@ def _build_parser() -> argparse.ArgumentParser:
         description="Speak audio files to a running gateway as the user's turns of one "
                     "session (WAV of any sample format, FLAC, OGG, ...: anything "
                     "libsndfile reads), print for each turn both transcripts and the "
-                    "latency breakdown, and save the spoken answers.")
+                    "wait a person has: mouth to ear, from the last voiced sample sent "
+                    "(found in the audio by its energy) to the first reply audio "
+                    "received, with the server's split of it (turn detection, "
+                    "transcribe, think, speak); and save the spoken answers.")
     call.add_argument("--url", default="ws://127.0.0.1:8000/v1/realtime",
                       help="the gateway's realtime URL [default %(default)s]")
     call.add_argument("--wav", type=Path, nargs="+", action="extend", required=True,
@@ -55,7 +58,9 @@ def _build_parser() -> argparse.ArgumentParser:
                       help="write the spoken answer here (24 kHz; .wav, .flac or .ogg); "
                            "with several turns one file per turn: OUT-1.wav, OUT-2.wav, ...")
     call.add_argument("--fast", action="store_true",
-                      help="send the audio as fast as possible instead of at real time")
+                      help="send the audio as fast as possible instead of at real time "
+                           "(mouth to ear then counts from when the last voiced sample "
+                           "was sent, not spoken)")
     call.add_argument("--api-key", default=os.environ.get("DUPLEX_GATEWAY_API_KEY"),
                       help="the gateway's API key [env DUPLEX_GATEWAY_API_KEY]")
     call.add_argument("--instructions", help="session instructions (the system prompt)")

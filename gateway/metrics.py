@@ -7,6 +7,8 @@ from collections.abc import Iterator, Mapping
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, Metric
 
+from gateway.session.turn_split import TurnSplit
+
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.5, 5.0)
 _PAUSE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 
@@ -46,6 +48,17 @@ class Metrics:
         self.first_audio = Histogram(
             "duplex_first_audio_seconds", "end of user turn to first reply audio",
             buckets=_LATENCY_BUCKETS, registry=r)
+        self.turn_phases = Histogram(
+            "duplex_turn_phase_seconds",
+            "where a reply's wait went (gateway.session.turn_split): turn_detection is the "
+            "end of speech to the turn's end decided; the others run from that decision to "
+            "the transcript, each timed stage's first output and the first reply audio",
+            ["phase"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.heard_to_sent = Histogram(
+            "duplex_end_of_speech_to_first_audio_seconds",
+            "the user's last voiced sample to the first reply audio sent (VAD-ended turns): "
+            "mouth to ear less the network and the client's playback",
+            buckets=_LATENCY_BUCKETS, registry=r)
 
         self.gc_pauses = Histogram(
             "duplex_gc_pause_seconds",
@@ -58,6 +71,14 @@ class Metrics:
 
         self.guesses = _Guesses()
         r.register(self.guesses)
+
+    def observe_turn(self, split: TurnSplit) -> None:
+        """One reply's split, as it reaches its first audio."""
+        self.first_audio.observe(split.first_audio_ms / 1000)
+        for phase, seconds in split.phases().items():
+            self.turn_phases.labels(phase).observe(seconds)
+        if split.heard_to_sent_ms is not None:
+            self.heard_to_sent.observe(split.heard_to_sent_ms / 1000)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -276,7 +276,11 @@ class DuplexModelPlugin(Protocol):
 
     def load(self, progress: Progress) -> None:
         """Load models once per process (blocking; called off the event loop),
-        reporting each step through ``progress``."""
+        reporting each step through ``progress``, and warm them: the gateway says
+        ready (``/readyz``) once this and its stages' engines are up, and a first
+        turn must wait no longer than a later one. Run each model once on real
+        input here; a stage whose model an engine owns warms there (e.g.
+        ``LlamaCppStage.warm_prompt``)."""
         ...
 
     def stages(self) -> Sequence[Stage]: ...

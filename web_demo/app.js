@@ -13,7 +13,7 @@ const wsUrl = params.get("ws") ||
 const stats = {
   micFrames: 0, micRmsMax: 0, sentFrames: 0, audioDeltas: 0,
   playbackChunks: 0, playedSamples: 0, bargeIns: 0,
-  truncates: [], latenciesMs: [], errors: [], states: [], events: {},
+  truncates: [], latenciesMs: [], splits: [], errors: [], states: [], events: {},
 };
 
 const transcript = new Transcript($("transcript"));
@@ -23,7 +23,13 @@ let currentItem = null; // the assistant audio item being played
 const received = new Map(); // itemId → samples received
 const played = new Map(); // itemId → samples rendered (from the worklet)
 const truncated = new Set(); // items we already cut: late deltas for them are dropped
-let speechStoppedAt = null;
+// Mouth to ear, as `duplex-gateway call` measures it: from the mic frame holding the
+// person's last voiced sample (found by its energy, not from a server event) to the
+// reply's first audio. A frame is voiced within 35 dB of the turn's loudest frame and
+// above both the room's noise (twice its RMS) and -55 dBFS.
+const voice = { peak: 0, noise: 1, lastVoicedAt: null, waitFrom: null };
+const BELOW_PEAK = 10 ** (-35 / 20);
+const FLOOR = 10 ** (-55 / 20);
 
 function showState(state, detail) {
   stats.states.push(state);
@@ -65,11 +71,11 @@ function onEvent(ev) {
       $("settings-status").value = "applied";
       break;
     case "input_audio_buffer.speech_started":
-      speechStoppedAt = null;
+      voice.waitFrom = null;
       bargeIn("speech");
       break;
     case "input_audio_buffer.speech_stopped":
-      speechStoppedAt = performance.now();
+      voice.waitFrom = voice.lastVoicedAt; // the wait began there, not at this event
       break;
     case "conversation.item.input_audio_transcription.completed":
       transcript.user(ev.item_id, ev.transcript);
@@ -89,6 +95,7 @@ function onEvent(ev) {
     case "response.done":
       if (ev.response?.status === "cancelled") bargeIn("cancelled");
       else audio?.flush();
+      showSplit(ev.timings_ms);
       break;
     case "error":
       stats.errors.push(ev.error);
@@ -103,11 +110,13 @@ function onAudio(ev) {
   stats.audioDeltas++;
   received.set(ev.item_id, (received.get(ev.item_id) || 0) + pcm.byteLength / 2);
   currentItem = ev.item_id;
-  if (speechStoppedAt !== null) {
-    const ms = Math.round(performance.now() - speechStoppedAt);
+  if (voice.waitFrom !== null) {
+    const ms = Math.round(performance.now() - voice.waitFrom);
     stats.latenciesMs.push(ms);
     $("latency").value = `${ms} ms`;
-    speechStoppedAt = null;
+    $("split").textContent = "";
+    voice.waitFrom = null;
+    voice.peak = 0; // the next turn's loudness is its own
   }
   audio?.enqueue(ev.item_id, pcm);
 }
@@ -138,11 +147,32 @@ function onProgress(msg) {
   }
 }
 
+// The server's split of the wait (response.done's timings_ms), next to it.
+const PHASES = { turn_detection: "turn end", transcribe: "transcribe",
+  think_first_output: "think", speak_first_output: "speak", first_audio: "first audio sent" };
+
+function showSplit(timings) {
+  if (!timings || timings.first_audio === undefined) return;
+  stats.splits.push(timings);
+  $("split").textContent = Object.entries(PHASES)
+    .filter(([key]) => timings[key] !== undefined)
+    .map(([key, name]) => `${name} ${Math.round(timings[key])} ms`).join(" · ");
+}
+
+function hearFrame(rms, now) {
+  voice.noise = Math.min(rms, voice.noise * 1.001 + 1e-7); // the quietest, rising slowly
+  voice.peak = Math.max(voice.peak, rms);
+  if (rms >= Math.max(voice.peak * BELOW_PEAK, 2 * voice.noise, FLOOR)) voice.lastVoicedAt = now;
+}
+
 function onMicFrame(pcm, rms) {
   stats.micFrames++;
   stats.micRmsMax = Math.max(stats.micRmsMax, rms);
   $("meter").value = Math.min(1, rms * 3); // speech RMS is ~0.05–0.3: scale for visibility
-  if (conn?.send({ type: "input_audio_buffer.append", audio: toBase64(pcm) })) stats.sentFrames++;
+  if (conn?.send({ type: "input_audio_buffer.append", audio: toBase64(pcm) })) {
+    stats.sentFrames++;
+    hearFrame(rms, performance.now());
+  }
 }
 
 async function talk() {

@@ -28,6 +28,7 @@ class SessionAudio:
         self._out = StreamResampler(self.output_rate, AudioFormat.PCM16.rate, QUALITY)
         self.vad: pb.VoiceActivityDetector | None = None
         self._turn_detection: TurnDetection | None = None
+        self._vad_samples = 0  # fed to this VAD: its clock, which its events are on
 
     def configure(self, config: SessionConfig) -> None:
         """Follow the session's formats and turn detection (a new VAD if it changed)."""
@@ -41,6 +42,7 @@ class SessionAudio:
             self._turn_detection = config.turn_detection
             self.vad = (self._plugin.create_vad(config.turn_detection)
                         if config.turn_detection is not None else None)
+            self._vad_samples = 0
 
     def decode(self, data: bytes) -> pb.Pcm:
         """Client audio in the session's input format → PCM at the plugin's rate."""
@@ -49,7 +51,16 @@ class SessionAudio:
 
     def hear(self, pcm: pb.Pcm) -> tuple[pb.VadEvent, ...]:
         """What the VAD makes of the user's ``pcm``: speech starts and stops."""
-        return tuple(self.vad.process(pcm)) if self.vad is not None else ()
+        if self.vad is None:
+            return ()
+        self._vad_samples += len(pcm)
+        return tuple(self.vad.process(pcm))
+
+    def waited_ms(self, stop: pb.VadEvent) -> float:
+        """How long the VAD listened past ``stop``'s end of speech before it said
+        so (its silence window, on the input's clock): the turn detector's share of
+        the wait, as long in wall time when the audio comes at real time."""
+        return max(0.0, 1000.0 * self._vad_samples / self.input_rate - stop.audio_ms)
 
     def hear_words(self, words: str) -> tuple[pb.VadEvent, ...]:
         """What the VAD makes of the words so far of the turn in progress (a

@@ -171,9 +171,11 @@ class SessionMachine:
         for vad_event in vad_events:
             if vad_event.started:
                 self.core.speech_started(vad_event.audio_ms)
+                yield from self._effects()
             else:
                 self.core.speech_stopped(vad_event.audio_ms)
-            yield from self._effects()
+                yield from self._effects()  # the reply it commits starts its clock here
+                self.timings.turn_detected(self.audio.waited_ms(vad_event))
 
     def _effects(self) -> Iterator[Action]:
         """The core's effects so far, as actions in their order, but for its history

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from types import MappingProxyType
 from typing import Any
 
 import pybase64
@@ -25,6 +26,7 @@ from duplex.session import SessionCore
 from gateway.metrics import Metrics
 from gateway.session.audio import SessionAudio
 from gateway.session.items import Delta
+from gateway.session.turn_split import FIRST_AUDIO, TURN_DETECTION, TurnSplit
 from plugins import base as pb
 
 MAX_CHUNK_MS = 200
@@ -32,18 +34,25 @@ _WORD = re.compile(r"\s*\S+")
 
 
 class ReplyTimings:
-    """Where a reply's time went: ``response.done`` carries ``timings_ms`` (an
-    extension), each measured from the end of the user's turn (or the
-    ``response.create``) to the transcript, to each timed stage's first output
-    and to the first audio."""
+    """Where a reply's time went (``TurnSplit``): ``response.done`` carries it as
+    ``timings_ms`` (an extension): the turn detector's wait, then from the end of
+    the user's turn (or the ``response.create``) to the transcript, to each timed
+    stage's first output and to the first audio."""
 
     def __init__(self, now: Callable[[], float]) -> None:
         self._now = now
         self._start: float | None = None
         self._ms: dict[str, float] = {}
+        self._detection_ms: float | None = None
 
     def start(self) -> None:
-        self._start, self._ms = self._now(), {}
+        self._start, self._ms, self._detection_ms = self._now(), {}, None
+
+    def turn_detected(self, waited_ms: float) -> None:
+        """The reply just started answers a turn the VAD ended ``waited_ms`` after
+        its last voiced sample."""
+        if self._start is not None and self._detection_ms is None:
+            self._detection_ms = waited_ms
 
     def mark(self, name: str) -> float | None:
         """Note ``name`` now (the first time only); its seconds since the start."""
@@ -57,16 +66,22 @@ class ReplyTimings:
         if self._start is not None:
             self._ms.setdefault(name, 1000 * seconds)
 
-    def first_audio(self) -> float | None:
-        """The reply is heard: its latency (None if not timed); the clock stops."""
-        seconds = self.mark("first_audio")
+    def first_audio(self) -> TurnSplit | None:
+        """The reply is heard: its split (None if not timed); the clock stops."""
+        seconds = self.mark(FIRST_AUDIO)
         self._start = None
-        return seconds
+        if seconds is None:
+            return None
+        steps = {k: v for k, v in self._ms.items() if k != FIRST_AUDIO}
+        return TurnSplit(1000 * seconds, self._detection_ms, MappingProxyType(steps))
 
     def stamp(self, ev: dict[str, Any]) -> dict[str, Any]:
         if ev["type"] != ServerEvent.RESPONSE_DONE or not self._ms:
             return ev
-        timings, self._ms = {k: round(v, 1) for k, v in self._ms.items()}, {}
+        measured = self._ms if self._detection_ms is None else {
+            TURN_DETECTION: self._detection_ms, **self._ms}
+        timings = {k: round(v, 1) for k, v in measured.items()}
+        self._ms, self._detection_ms = {}, None
         return {**ev, "timings_ms": timings}
 
 
@@ -107,9 +122,9 @@ class ReplyFeed:
             if self._core.assistant_audio(fence, pybase64.b64encode_as_string(wire),
                                           1000.0 * len(pcm) / self._rate, text) and first:
                 self.audio_at = self._now()  # the reply plays from here (idle timeout)
-                seconds = self._timings.first_audio()
-                if seconds is not None:
-                    self._metrics.first_audio.observe(seconds)
+                split = self._timings.first_audio()
+                if split is not None:
+                    self._metrics.observe_turn(split)
 
 
 def words(text: str) -> list[str]:

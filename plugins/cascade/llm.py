@@ -82,11 +82,14 @@ class LlmChoice:
             return _gguf(self.model, progress)
         return _vllm_model(self.model, progress)
 
-    def stage(self, name: str, adapter: ResumableAdapter,
-              model: str) -> LlamaCppStage | ResumableLlmStage:
+    def stage(self, name: str, adapter: ResumableAdapter, model: str,
+              warm_prompt: str = "") -> LlamaCppStage | ResumableLlmStage:
+        """The thinker's stage; ``warm_prompt``: what llama.cpp prefills before it is
+        ready (vLLM's engine warms itself up, and has no such step)."""
         if self.engine == "llamacpp":
             return LlamaCppStage(name, adapter, model, n_ctx=N_CTX, threads=self.threads,
-                                 parallel=PARALLEL, sampling=LLAMACPP_SAMPLING)
+                                 parallel=PARALLEL, sampling=LLAMACPP_SAMPLING,
+                                 warm_prompt=warm_prompt)
         return ResumableLlmStage(name, adapter, Path(model), ENGINE_ARGS, SAMPLING)
 
 

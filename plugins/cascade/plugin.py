@@ -26,6 +26,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+import soxr  # type: ignore[import-untyped]
+
 from duplex.config import TurnDetection
 from engines.stages import InProcessStage, Stage
 from plugins.base import Capabilities, Delta, Progress, StagePlan, VoiceActivityDetector
@@ -38,6 +41,7 @@ from plugins.cascade.vad import SileroVad, load_model
 from plugins.listen_think_speak import ListenThinkSpeakPlan
 
 DRAFT_PAUSE_ENV = "DUPLEX_GATEWAY_DRAFT_PAUSE_MS"
+WARM_UP_TEXT = "What is the capital of France?"
 LISTEN_RATE = 16000
 SPEAK_RATE = 22050
 
@@ -86,6 +90,19 @@ class CascadePlugin:
             progress(f"[{i}/{len(steps)}] loading {what}")
             step()
             progress(f"[{i}/{len(steps)}] {what} ready in {time.monotonic() - t0:.1f} s")
+        t0 = time.monotonic()
+        self._warm()
+        progress(f"speech warmed up (one synthesis, one transcription) in "
+                 f"{time.monotonic() - t0:.1f} s")
+
+    def _warm(self) -> None:
+        """One real synthesis, heard by the VAD and transcribed: a first turn
+        finds piper's, Silero's and Whisper's first-call costs paid (the
+        thinker's prompt is prefilled by its engine: ``LlamaCppStage.warm_prompt``)."""
+        spoken = np.concatenate(list(self._tts.synthesize(WARM_UP_TEXT)))
+        heard = np.asarray(soxr.resample(spoken, self._tts.sample_rate, LISTEN_RATE), np.int16)
+        SileroVad(TurnDetection(), rate=LISTEN_RATE).process(heard)
+        self._asr.transcribe(heard)
 
     def _prepare_llm(self, llm: LlmChoice, progress: Progress) -> Any:
         def prepare() -> None:
@@ -95,9 +112,10 @@ class CascadePlugin:
     def stages(self) -> Sequence[Stage]:
         if self._llm is None or self._llm_model is None:
             raise RuntimeError("load() the cascade plugin before asking for its stages")
+        thinker = ThinkerAdapter()
         return [
             InProcessStage("listen", ListenerModel(self._asr, draft_pause_ms=self._draft_pause_ms)),
-            self._llm.stage("think", ThinkerAdapter(), self._llm_model),
+            self._llm.stage("think", thinker, self._llm_model, thinker.opening_prompt()),
             InProcessStage("speak", TalkerModel(self._tts)),
         ]
 

@@ -205,6 +205,12 @@ class ThinkerAdapter:
     def open(self, fence: Fence) -> ThinkerState:
         return ThinkerState(fence)
 
+    def opening_prompt(self) -> str:
+        """What every new session's request starts with under the default
+        instructions and no tools: the engine prefills it before the gateway says
+        ready, so a first turn finds it in the prompt cache like any later one."""
+        return self._context(ThinkerState(Fence("warm-up", 0, 0, 0)), Context(None)).text
+
     def close(self, state: ThinkerState) -> None:
         state.reply = None
 

@@ -34,6 +34,11 @@ def test_turn_shows_transcripts_and_plays_reply(open_demo, tone_gateway, tmp_pat
     assert h["state"] == "connected" and h["seqGaps"] == 0
     assert h["stats"]["latenciesMs"] and 0 < h["stats"]["latenciesMs"][0] < 5000
     assert "ms" in demo.page.text_content("#latency")
+    # mouth to ear: it starts at the last voiced frame, so the VAD's wait is inside it
+    split = h["stats"]["splits"][0]
+    assert split["turn_detection"] > 0 and split["first_audio"] >= 0, split
+    assert h["stats"]["latenciesMs"][0] >= split["turn_detection"] - 40, h["stats"]
+    assert "turn end" in demo.page.text_content("#split")
     assert demo.page.text_content("#state") == "connected"
     assert not h["stats"]["errors"] and not h["stats"]["truncates"], h
     demo.shot()

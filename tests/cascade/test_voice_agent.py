@@ -21,6 +21,7 @@ from client import RealtimeClient
 from gateway_process import GatewayProcess, running, running_cascade
 
 from gateway.audio import resample
+from gateway.call_audio import last_voiced
 
 pytest.importorskip("xllamacpp", reason="the [cpu] extra (xllamacpp) is not installed")
 pytestmark = pytest.mark.slow
@@ -102,6 +103,15 @@ async def test_a_spoken_question_gets_a_spoken_answer(agent: GatewayProcess, voi
         assert "paris" in words(text), text
         assert "paris" in words(spoken), spoken  # and Whisper hears it said
         assert done["timings_ms"]["first_audio"] > 0
+        # audio_end_ms is where the speech ended (OpenAI's meaning, and where the
+        # person's wait starts), not where the silence window closed: on the audio
+        # clock, so it holds however busy the box
+        spoken = say(voice, "What is the capital of France?")
+        voiced_end_ms = 1000 * (last_voiced(spoken) or 0) / 24000
+        stopped = next(e for e in c.events
+                       if e["type"] == "input_audio_buffer.speech_stopped")
+        assert abs(stopped["audio_end_ms"] - voiced_end_ms) < 250, (stopped, voiced_end_ms)
+        assert done["timings_ms"]["turn_detection"] > 0  # the silence window, waited
         # Whether the reply began at the pause (the thinker's guess adopted) depends
         # on how fast the box transcribed the pause: an optimisation in time, not a
         # mechanism, so it is not asserted here (a busy box failed it). The

@@ -7,6 +7,7 @@ to a fresh session, shows.
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -62,8 +63,14 @@ def test_call_holds_one_turn_and_saves_the_answer(gateway: GatewayProcess,
     assert out.returncode == 0, out.stdout + out.stderr
     assert "tone turn 1" in out.stdout  # the user's transcript
     assert "answer to turn 1" in out.stdout  # the assistant's
-    assert "end of speech → first audio" in out.stdout
+    assert "end of speech → first audio" in out.stdout and "mouth to ear" in out.stdout
     assert "first_audio" in out.stdout and "transcribe" in out.stdout
+    assert "turn_detection" in out.stdout  # the server's split starts at the end of speech
+    # the client finds the end of speech in its own audio; the server's VAD agrees
+    ends = re.search(r"end of speech: (\d+) ms into the session's audio by its energy; "
+                     r"the server's audio_end_ms (\d+)", out.stdout)
+    assert ends is not None, out.stdout
+    assert abs(int(ends[1]) - int(ends[2])) <= 40, ends[0]  # a VAD frame, a 10 ms frame
     audio = answer(out_wav)
     assert len(audio) >= 24000  # at least a second of reply
     assert decode_turn(audio[:4800], 24000) == 1
