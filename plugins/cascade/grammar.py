@@ -32,7 +32,9 @@ _PRIMITIVES: dict[str, str] = {
     "string": '"\\"" char* "\\""',
     "char": '[^"\\\\\\x00-\\x1f] | "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F]{4})',
     "integer": '"-"? ("0" | [1-9] [0-9]{0,17})',
-    "number": 'integer ("." [0-9]{1,17})? ([eE] [-+]? [0-9]{1,3})?',
+    # a double's shortest form has up to 17 significant digits, after up to three
+    # zeros (0.0001…: below 1e-4 it takes an exponent): 20 after the point
+    "number": 'integer ("." [0-9]{1,20})? ([eE] [-+]? [0-9]{1,3})?',
     "boolean": '"true" | "false"',
     "null": '"null"',
     "value": "object | array | string | number | boolean | null",
