@@ -24,7 +24,8 @@ The clips:
 Each clip goes through ``ListenerModel.transcribe`` (the listener's own
 trimming, the second of silence after the speech, then the model), so what is
 measured is what the gateway hears. The models run one at a time, each in a
-fresh process (load time and RSS are its own), one CPU thread, int8.
+fresh process (load time and RSS are its own), one CPU thread, int8 (or the
+CTranslate2 compute type after a colon: ``whisper-base:float32``).
 
 Scores (after normalisation: lower case, no punctuation, numbers as words):
 
@@ -148,14 +149,16 @@ HUMAN_WHEEL = "moonshine-voice==0.1.5"
 PROMPT = "Hello! I'm your voice assistant. Ask me anything."
 
 DECODINGS: dict[str, dict[str, Any]] = {
-    "greedy": {},  # the listener's: beam 1, >= 10 s window, no timestamps
-    "beam5": {"beam_size": 5},
-    "prompt": {"prompt": PROMPT},
+    "greedy": {"beam_size": 1},  # the listener's old default
+    "default": {},  # the listener's: beam 5, >= 10 s window, no prompt, no timestamps
+    "beam5": {"beam_size": 5},  # = default
+    "prompt": {"beam_size": 1, "prompt": PROMPT},
     "beam5+prompt": {"beam_size": 5, "prompt": PROMPT},
-    "window30": {"window_s": 30.0},
-    "window8": {"window_s": 8.0},  # below the floor: cheaper, loops on tiny.en
-    "window6": {"window_s": 6.0},
-    "timestamps": {"timestamps": True},
+    # the rest: greedy but for one thing
+    "window30": {"beam_size": 1, "window_s": 30.0},
+    "window8": {"beam_size": 1, "window_s": 8.0},  # below the floor: loops on tiny.en
+    "window6": {"beam_size": 1, "window_s": 6.0},
+    "timestamps": {"beam_size": 1, "timestamps": True},
     "stock": {},  # faster-whisper's transcribe(): 30 s, beam 5, temperature fallback
 }
 
@@ -342,7 +345,8 @@ def run_model(model: str, decodings: list[str], clips: list[Clip]) -> dict[str, 
 
     rss0 = _rss_mb("VmRSS")
     t0 = time.perf_counter()
-    asr = WhisperAsr(model)
+    name, _, compute_type = model.partition(":")
+    asr = WhisperAsr(name, compute_type=compute_type or "int8")
     asr.load()
     load_s = time.perf_counter() - t0
     listener = ListenerModel(asr)
@@ -414,7 +418,7 @@ def score(result: dict[str, Any], name: str, clips: list[Clip]) -> Score:
 
 
 def print_table(scores: list[Score], questions: int, human: int) -> None:
-    print(f"\n{questions} question clips, {human} human clip pieces; 1 CPU thread, int8")
+    print(f"\n{questions} question clips, {human} human clip pieces; 1 CPU thread")
     print(f"{'model decoding':<34} {'WER':>6} {'heard':>6} {'p50 ms':>7} {'p95 ms':>7} "
           f"{'human WER':>9} {'load s':>6} {'RSS MB':>6}")
     for s in scores:
@@ -434,10 +438,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--voices-per-question", type=int, default=2)
     parser.add_argument("--models", default="whisper-tiny.en,whisper-base",
-                        help="names of plugins.cascade.asr.MODELS or model directories")
-    parser.add_argument("--decodings", default=",".join(d for d in DECODINGS
-                                                        if not d.startswith("window")
-                                                        or d == "window30"),
+                        help="names of plugins.cascade.asr.MODELS or model directories, "
+                             "each with :COMPUTE_TYPE for other than int8 (e.g. :float32)")
+    parser.add_argument("--decodings", default=",".join(
+                            d for d in DECODINGS if d not in ("default", "window8", "window6")),
                         help=f"any of {', '.join(DECODINGS)}")
     parser.add_argument("--human", default=None,
                         help="the moonshine-voice wheel or the directory its package is in")
