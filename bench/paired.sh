@@ -13,7 +13,9 @@ set -euo pipefail
 a=$(realpath "$1"); b=$(realpath "$2"); rounds=${3:-4}; n=${4:-32}; secs=${5:-20}
 python=${VENV:-$PWD/.venv}/bin/python
 out=$(mktemp -d)
-ms() { awk -v n="$n" '$1 == "gateway" && $2 == n {print $(NF-3)}' "$1"; }
+# ms/sess-s is the 17th field of the row: counted from the start, since the last
+# column ("held") runs to several words when a loaded box misses real time
+ms() { awk -v n="$n" '$1 == "gateway" && $2 == n {print $17}' "$1"; }
 for i in $(seq "$rounds"); do
   if (( i % 2 )); then order=("$a" "$b"); else order=("$b" "$a"); fi
   for t in "${order[@]}"; do

@@ -1,7 +1,16 @@
-"""Telephony benchmark: N concurrent emulated Twilio calls at Twilio's 20 ms cadence
-on the tone plugin, next to a baseline of the same calls over /v1/realtime.
+"""Telephony benchmark: each carrier's latency against Twilio's, then N concurrent
+emulated Twilio calls at Twilio's 20 ms cadence on the tone plugin, next to a
+baseline of the same calls over /v1/realtime.
 
-    .venv/bin/python bench/telephony.py [--calls 1,8,32] [--seconds 10] [--quick]
+    .venv/bin/python bench/telephony.py [--calls 1,8,32] [--seconds 10] [--probes 5] [--quick]
+
+Latency, per carrier (``bench/telephony_carriers.py``: one row each), over
+``--probes`` calls one at a time, medians:
+- ``mouth-to-ear ms``: from the caller's last frame of speech (1 s of tone) to
+  the first reply audio on the carrier's socket (the VAD's end of turn included);
+- ``barge-in ms``: from the caller's first frame of speech over a reply to the
+  carrier's clear message, which silences what it still buffers (the VAD's
+  start of speech included).
 
 Each call streams 20 ms μ-law frames (160 bytes) on an absolute schedule, in a
 loop of 1 s of tone then 2 s of silence; the tone plugin answers each turn with
@@ -47,6 +56,7 @@ import websockets
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.telephony_carriers import CARRIERS, GATEWAY_FLAGS, Carrier  # noqa: E402
 from gateway.audio import ulaw_encode  # noqa: E402
 
 RATE = 8000
@@ -168,6 +178,86 @@ async def realtime_call(ws_url: str, seconds: float, offset: float) -> CallStats
     return stats
 
 
+TONE = FRAMES[0]  # 20 ms of the cycle's tone
+SILENCE = FRAMES[-1]
+
+
+async def _speak(ws: websockets.ClientConnection, media: Callable[[bytes], str], frame: bytes,
+                 seconds: float, until: asyncio.Event | None = None) -> float:
+    """Send ``frame`` every 20 ms for ``seconds`` or until ``until``; when the last went."""
+    loop = asyncio.get_running_loop()
+    t0 = sent = loop.time()
+    for i in range(int(seconds / FRAME_S)):
+        if until is not None and until.is_set():
+            break
+        delay = t0 + i * FRAME_S - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        await ws.send(media(frame))
+        sent = time.monotonic()
+    return sent
+
+
+async def probe(carrier: Carrier, http_base: str) -> tuple[float, float]:
+    """One call's mouth-to-ear and barge-in-to-silence, in ms."""
+    stream = await carrier.dial(http_base, quote("words=40"))
+    heard, cleared = asyncio.Event(), asyncio.Event()
+    at: dict[str, float] = {}
+    async with websockets.connect(stream.url) as ws:
+        for message in stream.opening:
+            await ws.send(message)
+
+        played_until = 0.0  # the carrier plays what it buffers at real time
+        acks: list[asyncio.Task[None]] = []
+
+        async def ack_at(when: float, message: str) -> None:
+            await asyncio.sleep(max(0.0, when - time.monotonic()))
+            await ws.send(message)
+
+        async def read() -> None:
+            nonlocal played_until
+            async for raw in ws:
+                msg = json.loads(raw)
+                audio = carrier.audio(msg)
+                if audio:
+                    now = time.monotonic()
+                    if not heard.is_set():
+                        at["heard"] = now
+                        heard.set()
+                    played_until = max(played_until, now) + len(audio) / 8000
+                point = carrier.point(msg)
+                ack = stream.ack(point) if point is not None else None
+                if ack is not None:  # acknowledged once what came before it has played
+                    acks.append(asyncio.create_task(ack_at(played_until, ack)))
+                if msg.get("event") == carrier.clear and not cleared.is_set():
+                    at["cleared"] = time.monotonic()
+                    cleared.set()
+                    for task in acks:
+                        task.cancel()
+
+        reader = asyncio.create_task(read())
+        spoke = await _speak(ws, stream.media, TONE, 1.0)
+        await _speak(ws, stream.media, SILENCE, 10.0, heard)
+        await _speak(ws, stream.media, SILENCE, 1.0)  # a second of the reply plays
+        barged = time.monotonic()
+        await _speak(ws, stream.media, TONE, 5.0, cleared)
+        reader.cancel()
+        for task in acks:
+            task.cancel()
+    if "heard" not in at or "cleared" not in at:
+        raise RuntimeError(f"{carrier.name}: no reply or no clear")
+    return 1000 * (at["heard"] - spoke), 1000 * (at["cleared"] - barged)
+
+
+async def latency(http_base: str, probes: int) -> None:
+    print(f"{'carrier':9} {'probes':>6} {'mouth-to-ear ms':>16} {'barge-in ms':>12}")
+    for carrier in CARRIERS:
+        results = [await probe(carrier, http_base) for _ in range(probes)]
+        m2e, b2s = (float(np.median([r[i] for r in results])) for i in (0, 1))
+        print(f"{carrier.name:9} {probes:6d} {m2e:16.0f} {b2s:12.0f}", flush=True)
+    print()
+
+
 def _cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -191,7 +281,7 @@ def start_gateway(data_dir: str) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "gateway.cli", "serve", "--port", "0", "--plugin", "tone",
          "--data-dir", data_dir, "--output-lead-ms", "300", "--max-sessions", "1024",
-         "--log-level", "warning"],
+         "--log-level", "warning", *GATEWAY_FLAGS],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -201,10 +291,11 @@ def start_gateway(data_dir: str) -> tuple[subprocess.Popen[str], str]:
     raise RuntimeError("the gateway did not start")
 
 
-async def run(calls: list[int], seconds: float) -> None:
+async def run(calls: list[int], seconds: float, probes: int) -> None:
     with tempfile.TemporaryDirectory(prefix="dg-bench-") as tmp:
         proc, address = start_gateway(tmp)
         try:
+            await latency(f"http://{address}", probes)
             print(f"{'endpoint':9} {'calls':>5} {'chunks':>7} {'jit p50':>8} {'jit p99':>8} "
                   f"{'late>20ms':>9} {'cpu %/call':>10}")
             for n in calls:
@@ -221,11 +312,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--calls", default="1,8,32", help="comma-separated concurrent call counts")
     p.add_argument("--seconds", type=float, default=10.0, help="length of each phase")
-    p.add_argument("--quick", action="store_true", help="smoke run: 1 and 4 calls for 4 s")
+    p.add_argument("--probes", type=int, default=5, help="latency calls per carrier")
+    p.add_argument("--quick", action="store_true",
+                   help="smoke run: 2 probes, 1 and 4 calls for 4 s")
     args = p.parse_args(argv)
     calls = [1, 4] if args.quick else [int(n) for n in args.calls.split(",")]
     seconds = 4.0 if args.quick else args.seconds
-    asyncio.run(run(calls, seconds))
+    asyncio.run(run(calls, seconds, 2 if args.quick else args.probes))
     return 0
 
 

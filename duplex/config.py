@@ -33,20 +33,23 @@ class AudioFormat(enum.StrEnum):
     PCM16 = "audio/pcm"  # 24 kHz little-endian 16-bit mono
     PCMU = "audio/pcmu"  # G.711 μ-law 8 kHz
     PCMA = "audio/pcma"  # G.711 A-law 8 kHz
+    # Linear 16-bit little-endian PCM at a carrier's rate (Exotel, Vonage): not
+    # OpenAI's formats, so a bridge's own session.update names them, and a client's
+    # bad format is told OpenAI's names alone.
+    L16_8K = "audio/l16;rate=8000"
+    L16_16K = "audio/l16;rate=16000"
 
     @property
     def rate(self) -> int:
-        return 24000 if self is AudioFormat.PCM16 else 8000
+        return _RATES.get(self, 8000)
 
     @property
     def bytes_per_sample(self) -> int:
-        return 2 if self is AudioFormat.PCM16 else 1
+        return 1 if self in (AudioFormat.PCMU, AudioFormat.PCMA) else 2
 
     @property
     def beta_name(self) -> str:
-        return {"audio/pcm": "pcm16", "audio/pcmu": "g711_ulaw", "audio/pcma": "g711_alaw"}[
-            self.value
-        ]
+        return _BETA_NAMES.get(self.value, self.value)
 
     def wire(self) -> dict[str, object]:
         if self is AudioFormat.PCM16:
@@ -54,11 +57,16 @@ class AudioFormat(enum.StrEnum):
         return {"type": self.value}
 
 
+_RATES: Mapping[AudioFormat, int] = {AudioFormat.PCM16: 24000, AudioFormat.L16_16K: 16000}
+_BETA_NAMES: Mapping[str, str] = {"audio/pcm": "pcm16", "audio/pcmu": "g711_ulaw",
+                                  "audio/pcma": "g711_alaw"}
 _FORMAT_NAMES: Mapping[str, AudioFormat] = {
     "audio/pcm": AudioFormat.PCM16, "pcm16": AudioFormat.PCM16,
     "audio/pcmu": AudioFormat.PCMU, "g711_ulaw": AudioFormat.PCMU,
     "audio/pcma": AudioFormat.PCMA, "g711_alaw": AudioFormat.PCMA,
 }
+_CARRIER_FORMATS: Mapping[str, AudioFormat] = {
+    fmt.value: fmt for fmt in (AudioFormat.L16_8K, AudioFormat.L16_16K)}
 
 
 DEFAULT_MODEL = "duplex-gateway"
@@ -145,9 +153,10 @@ def parse_format(value: object, param: str) -> AudioFormat:
     if isinstance(value, Mapping):
         name, rate = value.get("type"), value.get("rate")
         param = f"{param}.type"
-    if not isinstance(name, str) or name not in _FORMAT_NAMES:
+    fmt = (_FORMAT_NAMES.get(name) or _CARRIER_FORMATS.get(name)
+           if isinstance(name, str) else None)
+    if fmt is None:
         raise f.wrong_value(param, name, _FORMAT_NAMES)
-    fmt = _FORMAT_NAMES[name]
     if rate is not None and rate != fmt.rate:
         raise f.wrong_value(param.removesuffix(".type") + ".rate", rate, [str(fmt.rate)])
     return fmt

@@ -38,7 +38,9 @@ Guesses (``PromptChunk.speculative``): a request that is idle may run a guess
 at its next chunk as a completion of *context + guess* whose text is held,
 not given to ``on_text``, and which leaves the context as it was. The next
 chunk adopts it when its text is the guess's (the held text is replayed
-through ``on_text`` and the completion goes on), or else stops it and waits
+through ``on_text`` and the completion goes on; an adapter with
+``on_guess_text``, ``engines.stages.GuessReader``, reads the held text as it
+comes, to prepare what it can), or else stops it and waits
 for its worker to let go of the slot, so the real chunk finds the guess's
 prefill in the same slot's cache. A newer guess replaces an older one.
 
@@ -69,7 +71,7 @@ from engines.llamacpp_server import (
     stream_completion,
 )
 from engines.resumable import Request, ResumableEngine
-from engines.stages import PromptChunk, ResumableAdapter
+from engines.stages import GuessReader, PromptChunk, ResumableAdapter
 
 log = logging.getLogger(__name__)
 
@@ -419,8 +421,21 @@ class LlamaCppEngine(ResumableEngine[_Session]):
             if delta.finish is not None:
                 flight.finished = True
                 self.guesses["finished"] += 1
+            if isinstance(self._adapter, GuessReader):
+                self._read_guess(session, flight, delta)
             return
         self._take(session, flight, delta)
+
+    def _read_guess(self, session: _Session, flight: _Flight, delta: Delta) -> None:
+        assert isinstance(self._adapter, GuessReader)
+        try:
+            results = self._adapter.on_guess_text(session.state, flight.chunk, delta.text,
+                                                  delta.finish is not None)
+        except Exception as exc:
+            self._fail(session, exc)
+            return
+        for result in results:
+            self._emit(session, result)
 
     def _take(self, session: _Session, flight: _Flight, delta: Delta) -> None:
         finished = delta.finish is not None

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +126,19 @@ class ResumableAdapter(Protocol):
         ...
 
     def close(self, state: Any) -> None: ...
+
+
+@runtime_checkable
+class GuessReader(Protocol):
+    """A ``ResumableAdapter`` that reads a guess's text while it is held
+    (``PromptChunk.speculative``), to prepare for its adoption (the cascade's
+    thinker has the talker synthesise the guess's first clause). Its outputs
+    are forwarded like any other, but a guess may still be dropped: they must
+    say nothing to the session (not ``visible``), and the stage after must hold
+    what it makes of them until the adopted chunk's own outputs confirm it."""
+
+    def on_guess_text(self, state: Any, chunk: PromptChunk, delta: str,
+                      finished: bool) -> Sequence[StageResult]: ...
 
 
 # -- the stages: which engine runs which model code --------------------------------

@@ -21,6 +21,9 @@ from gateway.config import GatewayConfig
 from gateway.gateway import Gateway
 from gateway.realtime import realtime_endpoint
 from gateway.session.clock import Clock
+from gateway.telephony import exotel, vonage
+from gateway.telephony.plivo import plivo_off, plivo_routes
+from gateway.telephony.telnyx import telnyx_off, telnyx_routes
 from gateway.telephony.twilio import twilio_routes
 
 log = logging.getLogger("duplex_gateway")
@@ -94,6 +97,11 @@ def create_app(config: GatewayConfig, *, on_ready: str | None = None,
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if access.twilio_off:
             log.warning("the Twilio routes (/v1/twilio/*) are off: %s", access.twilio_off)
+        for carrier, why in (("Telnyx", telnyx_off(config)), ("Plivo", plivo_off(config)),
+                             ("Vonage", vonage.off_reason(config)),
+                             ("Exotel", exotel.off_reason(config))):
+            if why:
+                log.info("the %s routes (/v1/%s/*) are off: %s", carrier, carrier.lower(), why)
         async with asyncio.TaskGroup() as tg:
             await gateway.start(tg)
             announcer = tg.create_task(_announce(gateway, on_ready, settle_heap))
@@ -110,6 +118,10 @@ def create_app(config: GatewayConfig, *, on_ready: str | None = None,
         WebSocketRoute("/v1/realtime", realtime_endpoint),
         WebSocketRoute("/realtime", realtime_endpoint),
         *twilio_routes(access, config),
+        *telnyx_routes(config),
+        *plivo_routes(config),
+        *vonage.vonage_routes(config),
+        *exotel.exotel_routes(config),
         Mount("/", StaticFiles(directory=web_demo_dir(), html=True), name="web_demo"),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)

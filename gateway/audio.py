@@ -3,7 +3,8 @@
 Pure functions over numpy arrays, plus ``StreamResampler`` for the one place
 where state must survive between chunks (a filter's history). Internally audio
 is mono ``int16`` PCM at some rate; on the wire it is one of ``AudioFormat``:
-24 kHz little-endian PCM16, or G.711 μ-law / A-law at 8 kHz.
+24 kHz little-endian PCM16, the same at a carrier's 8 or 16 kHz (``audio/l16``),
+or G.711 μ-law / A-law at 8 kHz.
 
 The G.711 code follows ITU-T G.711 as its reference software (ITU-T G.191)
 computes it: negative samples take their one's-complement magnitude, so every
@@ -130,10 +131,10 @@ def from_wire(data: bytes, fmt: AudioFormat) -> Pcm:
     """Wire bytes → int16 PCM at ``fmt.rate`` (no resampling). PCM16 comes back as a
     read-only view of ``data`` where the machine is little-endian, as the wire is (no
     copy for 50 appends a second a session; nothing downstream writes to its input)."""
-    if fmt is AudioFormat.PCM16:
+    if fmt.bytes_per_sample == 2:
         if len(data) % 2:
             raise InvalidRequest(
-                f"audio/pcm is 16-bit: got {len(data)} bytes, an odd count",
+                f"{fmt.value} is 16-bit: got {len(data)} bytes, an odd count",
                 code="invalid_audio",
             )
         pcm: Pcm = np.frombuffer(data, dtype=_WIRE_PCM16)
@@ -144,7 +145,7 @@ def from_wire(data: bytes, fmt: AudioFormat) -> Pcm:
 
 def to_wire(pcm: Pcm, fmt: AudioFormat) -> bytes:
     """int16 PCM already at ``fmt.rate`` → wire bytes."""
-    if fmt is AudioFormat.PCM16:
+    if fmt.bytes_per_sample == 2:
         return pcm.astype("<i2").tobytes()
     codes = ulaw_encode(pcm) if fmt is AudioFormat.PCMU else alaw_encode(pcm)
     return codes.tobytes()

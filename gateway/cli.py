@@ -77,7 +77,9 @@ def serve(config: GatewayConfig) -> int:
     from duplex.store.supervisor import Supervisor
 
     loop_factory(config.loop)  # an unusable --loop fails now, not after the store starts
-    secrets = (config.api_key or "", config.twilio_auth_token or "")
+    secrets = (config.api_key or "", config.twilio_auth_token or "",
+               config.plivo_auth_token or "",
+               config.exotel_credentials or "", config.vonage_signature_secret or "")
     log_setup.configure(config.log_level, config.log_format, secrets)
     before, after = raise_open_files_limit()
     if after < 2 * config.max_connections:

@@ -54,6 +54,13 @@ class GatewayConfig:
     twilio_auth_token: str | None = None
     public_url: str | None = None
     twilio_instructions: str | None = None
+    telnyx_public_key: str | None = None
+    telnyx_instructions: str | None = None
+    telnyx_codec: str = "PCMU"
+    plivo_auth_token: str | None = None
+    plivo_instructions: str | None = None
+    vonage_signature_secret: str | None = None
+    exotel_credentials: str | None = None
     advertise_url: str | None = None
     ssl_certfile: Path | None = None
     ssl_keyfile: Path | None = None
@@ -133,6 +140,23 @@ _FLAGS: dict[str, tuple[Any, str]] = {
     "public_url": (str, "this gateway's public https:// base URL, as Twilio reaches it "
                         "(unset: taken from the request's Host)"),
     "twilio_instructions": (str, "session instructions for Twilio calls"),
+    "telnyx_public_key": (str, "Telnyx's webhook public key (base64, Mission Control → Keys "
+                               "& Credentials): /v1/telnyx/voice then requires a valid "
+                               "telnyx-signature-ed25519; unset: the Telnyx routes are off"),
+    "telnyx_instructions": (str, "session instructions for Telnyx calls"),
+    "telnyx_codec": (str, "the audio of Telnyx calls, both ways: PCMU or PCMA (8 kHz) or "
+                          "L16 (16 kHz)"),
+    "plivo_auth_token": (str, "Plivo auth token: /v1/plivo/answer then requires a valid "
+                              "X-Plivo-Signature-V3; unset: the Plivo routes are off"),
+    "plivo_instructions": (str, "session instructions for Plivo calls"),
+    "vonage_signature_secret": (str, "the Vonage account's signature secret: turns the "
+                                     "Vonage routes (/v1/vonage/*) on, and every answer "
+                                     "webhook must then carry Vonage's signed JWT "
+                                     "(unset: the routes are off)"),
+    "exotel_credentials": (str, "KEY:TOKEN that Exotel's Voicebot applet sends as Basic "
+                                "auth (its URL wss://KEY:TOKEN@host/v1/exotel/media-stream): "
+                                "turns /v1/exotel/media-stream on, and every stream must "
+                                "carry it (unset: the route is off)"),
     "advertise_url": (str, "ws://HOST:PORT where the other gateways on this Redis reach this "
                            "one, to relay a resume of a session it owns (unset: the "
                            "listening address, or the hostname when listening on all "
@@ -238,11 +262,29 @@ def _check(config: GatewayConfig) -> None:
     if config.ws_compression not in WS_COMPRESSION:
         raise SystemExit(f"--ws-compression must be one of {', '.join(WS_COMPRESSION)}, "
                          f"not {config.ws_compression!r:.40}")
+    _check_carriers(config)
     try:
         parse_origins(config.allowed_origins or "*")
     except ValueError as exc:
         raise SystemExit(f"--allowed-origins: {str(exc)!r:.80} is not an origin (scheme://host, "
                          "scheme://host:port, scheme://host:* or *)") from None
+
+
+def _check_carriers(config: GatewayConfig) -> None:
+    if config.exotel_credentials is not None and ":" not in config.exotel_credentials:
+        raise SystemExit("--exotel-credentials is KEY:TOKEN, as in the Voicebot applet's "
+                         "URL wss://KEY:TOKEN@host/v1/exotel/media-stream")
+    if config.telnyx_codec.upper() not in ("PCMU", "PCMA", "L16"):
+        raise SystemExit(f"--telnyx-codec must be PCMU, PCMA or L16, "
+                         f"not {config.telnyx_codec!r:.40}")
+    if config.telnyx_public_key is not None:
+        from gateway.telephony.telnyx_signature import public_key  # cryptography: when used
+
+        try:
+            public_key(config.telnyx_public_key)
+        except ValueError:
+            raise SystemExit("--telnyx-public-key must be the base64 of a 32-byte Ed25519 "
+                             "public key, as Telnyx's Mission Control shows it") from None
 
 
 # -- a configuration handed to another process (each worker of --workers N) --------

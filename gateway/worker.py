@@ -74,7 +74,9 @@ def main() -> int:
     spec = json.loads(sys.stdin.read())
     config = replace(decode_config(spec["config"]), advertise_url=spec["relay"], workers=1)
     log_setup.configure(config.log_level, config.log_format,
-                        (config.api_key or "", config.twilio_auth_token or ""))
+                        (config.api_key or "", config.twilio_auth_token or "",
+                         config.plivo_auth_token or "",
+                         config.exotel_credentials or "", config.vonage_signature_secret or ""))
     raise_open_files_limit()
     # socket(fileno=) reads the family, type and protocol back (IPPROTO_TCP: see
     # gateway.serving.listen)

@@ -186,6 +186,15 @@ class Transcript:
 
 
 @dataclass(frozen=True, slots=True)
+class WordsHeard:
+    """The user's words so far in the turn in progress (a listener's draft at a
+    pause; "" withdraws them: the user went on). The session hands them to its
+    VAD (``HearsWords``) for the end-of-turn decision; the client never sees them."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class Speech:
     """A chunk of the assistant's reply: audio at ``output_rate`` and its words."""
 
@@ -215,7 +224,7 @@ class EndOfResponse:
     turn_id: int
 
 
-Delta = Transcript | Speech | TextOnly | FunctionCall | EndOfResponse
+Delta = Transcript | WordsHeard | Speech | TextOnly | FunctionCall | EndOfResponse
 
 
 # -- voice activity ----------------------------------------------------------------
@@ -245,6 +254,17 @@ class WordsSoFar(Protocol):
     transcribe here)."""
 
     def words_so_far(self) -> str: ...
+
+
+@runtime_checkable
+class HearsWords(Protocol):
+    """A VAD whose words so far come from the plugin's stages (``WordsHeard``),
+    e.g. from a listener in another process: they arrive between audio frames."""
+
+    def hear_words(self, words: str) -> Sequence[VadEvent]:
+        """The words so far are now ``words``; the speech stop this decides at
+        once (the silence since the speech is already past their window), if any."""
+        ...
 
 
 Progress = Callable[[str], None]

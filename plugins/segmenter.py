@@ -11,7 +11,9 @@ scores into speech start/stop events on the session's input clock:
   frame. ``plugins.turn_end`` decides the window: fixed for ``server_vad``;
   for ``semantic_vad`` from the eagerness and, when the VAD has a
   ``WordsSoFar``, the words so far, asked again on every silent frame (a
-  partial transcript may arrive during the pause).
+  partial transcript may arrive during the pause), and once more when they
+  change between frames (``words_changed``): words that arrive after the
+  shorter window they call for has passed end the turn then and there.
 """
 
 from __future__ import annotations
@@ -20,6 +22,18 @@ from dataclasses import dataclass
 
 from plugins.base import VadEvent, WordsSoFar
 from plugins.turn_end import TurnEnd
+
+
+@dataclass(slots=True)
+class HeardWords:
+    """``WordsSoFar`` told from outside the VAD: the words a plugin's listener
+    drafted at a pause (``plugins.base.WordsHeard``), kept until withdrawn ("")
+    or forgotten when a turn starts or ends."""
+
+    text: str = ""
+
+    def words_so_far(self) -> str:
+        return self.text
 
 
 @dataclass(slots=True)
@@ -33,6 +47,7 @@ class SpeechSegmenter:
     speaking: bool = False
     _onset: int | None = None  # first sample of a run of voiced frames
     _voiced_end: int = 0  # sample just after the last voiced frame
+    _heard_end: int = 0  # sample just after the last frame fed
 
     def reset(self) -> None:
         """Forget speech in progress (the caller's clock runs on)."""
@@ -46,15 +61,14 @@ class SpeechSegmenter:
 
     def frame(self, start: int, end: int, score: float) -> VadEvent | None:
         """Feed the frame ``[start, end)`` of the session clock and its score."""
+        self._heard_end = end
         if self.speaking:
             if score >= self.stop_level:
                 self._voiced_end = end
                 return None
             if end - self._voiced_end < self.silence():
                 return None
-            self.speaking = False
-            self._onset = None
-            return VadEvent(started=False, audio_ms=self._ms(self._voiced_end))
+            return self._stop()
         if score < self.start_level:
             self._onset = None
             return None
@@ -65,6 +79,18 @@ class SpeechSegmenter:
         self.speaking = True
         self._voiced_end = end
         return VadEvent(started=True, audio_ms=self._ms(self._onset))
+
+    def words_changed(self) -> VadEvent | None:
+        """The words so far changed between frames: the stop, if the silence
+        heard since the last voiced frame is already past the window they call for."""
+        if not self.speaking or self._heard_end - self._voiced_end < max(1, self.silence()):
+            return None
+        return self._stop()
+
+    def _stop(self) -> VadEvent:
+        self.speaking = False
+        self._onset = None
+        return VadEvent(started=False, audio_ms=self._ms(self._voiced_end))
 
     def _ms(self, sample: int) -> int:
         return sample * 1000 // self.rate

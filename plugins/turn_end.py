@@ -13,10 +13,16 @@
   wait for that eagerness (``high`` 2 s, ``medium``/``auto`` 4 s, ``low`` 8 s).
 * **the words so far**, when the plugin's VAD knows them (``plugins.base.
   WordsSoFar``): words that look *finished* (terminal punctuation, a closer
-  such as "thanks") halve the window, down to ``MIN_WINDOW_MS``; words that look
-  *unfinished* (a trailing conjunction, preposition, article or filler: "and",
-  "to", "the", "um"; a comma; a trailing "...") stretch it 2.5×. Anything else,
-  or no words, keeps the base window.
+  such as "thanks") shrink the window to 0.3× (``high`` and ``medium``/``auto``
+  then end at about ``MIN_WINDOW_MS``, the floor: a person answers a finished
+  question after about 200 ms); words that look *unfinished* (a trailing
+  conjunction, preposition, article or filler: "and", "to", "the", "um"; a
+  comma; a trailing "...") stretch it 2.5×. Anything else, or no words, keeps
+  the base window. A recogniser punctuates what it hears, cut off or not
+  (Whisper hears "what is the capital of" as "What is the capital of?"), so a
+  terminal mark after a word that never ends a sentence (an article, a
+  conjunction, a filler) still dangles, and after a preposition says nothing
+  either way ("Who are you talking to?" is finished, "the capital of?" is not).
 
 The decision is a pure function of (type, eagerness, words), table-tested in
 ``tests/unit/test_turn_end.py``.
@@ -33,7 +39,7 @@ from duplex.config import TurnDetection
 BASE_WINDOW_MS = {"high": 350, "medium": 700, "auto": 700, "low": 1200}
 MAX_WINDOW_MS = {"high": 2000, "medium": 4000, "auto": 4000, "low": 8000}
 MIN_WINDOW_MS = 200  # shorter than this cuts words at their stop consonants
-FINISHED_FACTOR = 0.5
+FINISHED_FACTOR = 0.3
 UNFINISHED_FACTOR = 2.5
 
 
@@ -54,6 +60,17 @@ _DANGLING = frozenset("""
     should must might may do does did have has had
     um uh er erm hmm mm uhm ah eh well
 """.split())
+# Of those, the words that end no sentence, punctuated or not (prepositions may:
+# "Where are you from?").
+_NEVER_LAST = frozenset("""
+    and but or nor because although though unless whether
+    the a an my your our their its every
+    um uh er erm hmm uhm
+""".split())
+_PREPOSITIONS = frozenset("""
+    to of in on at for with from about into onto over under by through between after before
+    without like
+""".split())
 # Short turns that are complete on their own, punctuated or not.
 _CLOSERS = frozenset("""
     thanks thank-you please bye goodbye yes yeah yep no nope okay ok sure right done
@@ -70,14 +87,15 @@ def completeness(words: str) -> Completeness:
         return Completeness.UNKNOWN
     if _TRAILING_OFF.search(text):
         return Completeness.UNFINISHED
-    if _TERMINAL.search(text):
-        return Completeness.FINISHED
     tokens = _WORD.findall(text.lower().replace("thank you", "thank-you"))
-    if not tokens:
-        return Completeness.UNKNOWN
-    if tokens[-1] in _DANGLING:
+    last = tokens[-1] if tokens else ""
+    if _TERMINAL.search(text):
+        if last in _NEVER_LAST:
+            return Completeness.UNFINISHED
+        return Completeness.UNKNOWN if last in _PREPOSITIONS else Completeness.FINISHED
+    if last in _DANGLING:
         return Completeness.UNFINISHED
-    if tokens[-1] in _CLOSERS:
+    if last in _CLOSERS:
         return Completeness.FINISHED
     return Completeness.UNKNOWN
 

@@ -37,12 +37,14 @@ function showState(state, detail) {
 
 function settingsUpdate() {
   const threshold = Number($("threshold").value);
-  const silence = Math.round(Number($("silence").value));
+  const silence = $("silence").value.trim();
+  // No silence given: semantic_vad, which ends a finished question sooner.
+  const turnDetection = silence === "" ? { type: "semantic_vad" }
+    : { type: "server_vad", threshold, silence_duration_ms: Math.round(Number(silence)) };
   return { type: "session.update", session: {
     type: "realtime",
     instructions: $("instructions").value,
-    audio: { input: { turn_detection: { type: "server_vad", threshold,
-      silence_duration_ms: silence } } },
+    audio: { input: { turn_detection: turnDetection } },
   } };
 }
 

@@ -51,6 +51,12 @@ class SessionAudio:
         """What the VAD makes of the user's ``pcm``: speech starts and stops."""
         return tuple(self.vad.process(pcm)) if self.vad is not None else ()
 
+    def hear_words(self, words: str) -> tuple[pb.VadEvent, ...]:
+        """What the VAD makes of the words so far of the turn in progress (a
+        plugin's ``WordsHeard``): a speech stop they decide at once, if any."""
+        vad = self.vad
+        return tuple(vad.hear_words(words)) if isinstance(vad, pb.HearsWords) else ()
+
     def encode(self, pcm: pb.Pcm) -> bytes:
         """Plugin PCM → bytes in the session's output format."""
         assert self.output_format is not None

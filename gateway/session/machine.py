@@ -11,6 +11,9 @@ the runner to carry out, in order.
 An append is decoded, counted and heard by the VAD; each speech start or stop
 the VAD hears is fed to the core and its effects acted on before the append's
 audio goes to the plan, since a turn's end changes what the plan does with it.
+The words so far of the turn in progress that a stage reports (``WordsHeard``:
+the cascade's drafts) go to the VAD too, between appends: words that finish
+the turn may end it then (``plugins.turn_end``).
 The core's effects become actions in their order, with one exception: history
 and config writes go out with the events journaled next, in one pipeline
 (``Publish``), so nothing a client hears waits on such a write.
@@ -27,7 +30,7 @@ from duplex import effects as fx
 from duplex.dispatch import apply_command
 from duplex.errors import SessionStateError
 from duplex.events import ServerEvent, event
-from duplex.fence import Fence
+from duplex.fence import Fence, is_current_epoch
 from duplex.session import SessionCore
 from duplex.tools import ToolSet
 from gateway.metrics import Metrics
@@ -91,6 +94,9 @@ class SessionMachine:
             case c.Command():
                 yield RENEW_NOW if isinstance(item, c.Heartbeat) else RENEW
                 yield from self._command(item)
+            case Delta(delta=pb.WordsHeard(text=words)):
+                if is_current_epoch(self.core.fence, item.fence):
+                    yield from self._turn_events(self.audio.hear_words(words))
             case Delta():
                 self.replies.feed(item)
                 yield from self._effects()
@@ -154,15 +160,20 @@ class SessionMachine:
         if not len(pcm):
             return
         self.core.audio_appended(1000.0 * len(pcm) / self.audio.input_rate)
-        for vad_event in self.audio.hear(pcm):
+        yield from self._turn_events(self.audio.hear(pcm))
+        submissions = self.plan.audio(pcm, self._view)
+        if submissions:
+            yield Submit(self.core.fence, submissions)
+
+    def _turn_events(self, vad_events: Sequence[pb.VadEvent]) -> Iterator[Action]:
+        """Speech starts and stops the VAD heard, each fed to the core and its
+        effects acted on in turn."""
+        for vad_event in vad_events:
             if vad_event.started:
                 self.core.speech_started(vad_event.audio_ms)
             else:
                 self.core.speech_stopped(vad_event.audio_ms)
             yield from self._effects()
-        submissions = self.plan.audio(pcm, self._view)
-        if submissions:
-            yield Submit(self.core.fence, submissions)
 
     def _effects(self) -> Iterator[Action]:
         """The core's effects so far, as actions in their order, but for its history

@@ -7,10 +7,11 @@ session machine (``gateway.session.machine``) turns it into actions, and the
 worker carries those out, in order: through the outbox (journal, then send: I4;
 store writes), the orchestrator (stage submits and aborts) or the inbox itself
 (a cancel's purge of the old epoch's media: I2; timers). When nothing is ready
-the worker parks: the inbox hands it what comes at the end of that loop turn
-(``_take``), and its task resumes only with an item's actions that must wait.
-The runner is also the session's face to the transports and the orchestrator:
-what they may ask of it is below, and all of it only queues.
+the worker parks: the inbox hands it what comes (``_take``: a client command at
+once, anything else at the end of that loop turn), and its task resumes only
+with an item's actions that must wait. What the transports, the gateway and
+the orchestrator may ask of a session (each only puts in the inbox) is its
+``gateway.session.handle.SessionHandle``, which the runner is.
 """
 
 from __future__ import annotations
@@ -21,21 +22,19 @@ import logging
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
-from duplex import attach as at
 from duplex import commands as c
 from duplex.close_codes import CloseCode
 from duplex.errors import DuplexError, LeaseLost
 from duplex.events import ServerEvent, event
-from duplex.fence import Fence
 from duplex.session import SessionCore
 from duplex.store.base import SessionRecord
-from engines.base import StageOutput
 from gateway.log_limits import LogLimiter
 from gateway.metrics import Metrics
 from gateway.session import actions as a
 from gateway.session import items as si
-from gateway.session.attachment import Attachment, outbound, unjournaled_error
+from gateway.session.attachment import outbound, unjournaled_error
 from gateway.session.clock import Clock
+from gateway.session.handle import SessionHandle
 from gateway.session.inbox import Inbox, Lane
 from gateway.session.journal import Journal
 from gateway.session.machine import SessionMachine
@@ -48,17 +47,20 @@ log = logging.getLogger(__name__)
 LINGER_S = 2.0  # after the terminal, late commands are refused this long, then close
 
 
-class SessionRunner:
+class SessionRunner(SessionHandle):
+    """The session's worker: its loop, and its end. What others may ask of it is
+    its ``SessionHandle`` part."""
+
     def __init__(self, core: SessionCore, journal: Journal, orchestrator: DuplexOrchestrator,
                  plugin: pb.DuplexModelPlugin, metrics: Metrics, limits: si.SessionLimits,
                  clock: Clock) -> None:
-        self.inbox = Inbox(f"session {journal.session_id}", limits, clock,
-                           plugin.capabilities.output_rate)
-        self.machine = SessionMachine(core, plugin, metrics, clock)
-        self.outbox = Outbox(journal, fence=lambda: core.fence, on_send_failed=self.request_detach,
-                             metrics=metrics, clock=clock, renew_every_s=limits.renew_every_s)
+        super().__init__(
+            Inbox(f"session {journal.session_id}", limits, clock,
+                  plugin.capabilities.output_rate),
+            Outbox(journal, fence=lambda: core.fence, on_send_failed=self.request_detach,
+                   metrics=metrics, clock=clock, renew_every_s=limits.renew_every_s),
+            SessionMachine(core, plugin, metrics, clock), plugin)
         self.orch = orchestrator
-        self.plugin = plugin
         self.limits = limits
         self.session_id = journal.session_id
         self.opened_at: float | None = None  # when the session opened (its lifetime's start)
@@ -67,84 +69,6 @@ class SessionRunner:
         self.closed = asyncio.Event()
         self.on_closed: list[Callable[[SessionRunner], None]] = []
         self._warn = LogLimiter(log)  # what a client can trigger at will: one line a while
-
-    @property
-    def core(self) -> SessionCore:
-        return self.machine.core
-
-    # -- what the transports and the gateway may ask: each only queues ------------------
-
-    def submit(self, cmd: c.Command) -> None:
-        """Queue a client command; raises ``CapacityError`` when the session is flooded.
-        A cancel or close goes ahead of the audio still queued (I7)."""
-        self.inbox.command(cmd)
-
-    def report(self, error: DuplexError) -> None:
-        """Queue an error for the client, in order with the events before it."""
-        self.inbox.offer(Lane.CONTROL, si.ClientError(error))
-
-    def request_close(self, reason: str, *,
-                      terminal: ServerEvent = ServerEvent.SESSION_CLOSED) -> None:
-        self.inbox.put_urgent(si.Close(reason, terminal))
-
-    def client_closed(self, reason: str) -> None:
-        """The client ended the session (a 1000 close, Twilio's ``stop``): handled
-        after everything it sent before, except its queued audio (I7)."""
-        self.inbox.client_closed(reason)
-
-    def request_expire(self, reason: str) -> None:
-        self.request_close(reason, terminal=ServerEvent.SESSION_EXPIRED)
-
-    def request_detach(self, attachment: Attachment) -> None:
-        self.inbox.put_urgent(si.Detach(attachment))
-
-    def confirm_token(self, generation: int) -> None:
-        self.inbox.put_urgent(si.Confirm(generation))
-
-    def recover(self, lost_response_id: str | None) -> None:
-        """This process took the session over after its owner died (DESIGN §8)."""
-        recovery = at.Recovery(lost_response_id)
-        self.outbox.recovered(recovery)
-        self.inbox.put_urgent(recovery)
-
-    async def attach(self, attachment: Attachment, *, resume_token: str,
-                     cursor: int | None) -> bool:
-        """Make ``attachment`` the session's socket; for a resume, replay from ``cursor``.
-        False when the resume was refused after all (``duplex.attach``: a journal gap).
-        Runs on the worker, so nothing interleaves with the replay."""
-        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self.inbox.put_urgent(si.Attach(attachment, resume_token, cursor, done))
-        return await done
-
-    def serves(self, attachment: Attachment) -> bool:
-        """``attachment`` is the session's socket (not replaced, ended or detached)."""
-        return self.outbox.attachment is attachment
-
-    def let_go(self) -> Attachment | None:
-        """This process stops: the socket is no longer the session's (it is returned,
-        for its endpoint to close), while the session stays resumable."""
-        return self.outbox.let_go()
-
-    async def refuse_late(self, error: DuplexError) -> None:
-        """Answer a command read after the end, outside the journal: the worker is
-        done, so the reader may write."""
-        await self.outbox.send_unjournaled(error)
-
-    # -- what the orchestrator may (``gateway.session_orchestrator.SessionSink``) ---------
-
-    def current_fence(self) -> Fence:
-        return self.machine.fence
-
-    def on_stage_output(self, out: StageOutput) -> None:
-        assert out.result is not None
-        self.inbox.stage_output(out.tag, out.stage,
-                                self.plugin.project(out.stage, out.result.payload))
-
-    def on_stage_failure(self, fence: Fence, message: str, stage: int) -> None:
-        self.inbox.offer(Lane.CONTROL, si.Failure(fence, message, stage))
-
-    def note_stage_latency(self, stage: int, seconds: float) -> None:
-        self.machine.note_stage_latency(stage, seconds)
 
     # -- the loop -----------------------------------------------------------------------
 

@@ -1,3 +1,4 @@
-"""Telephony carriers (Twilio Media Streams) on one carrier-neutral bridge onto
-ordinary sessions: ``bridge`` and ``call_stream`` are the bridge, ``twilio`` and
-``twilio_codec`` the carrier."""
+"""Telephony carriers on one carrier-neutral bridge onto ordinary sessions:
+``bridge`` and ``call_stream`` are the bridge; ``twilio``/``twilio_codec``,
+``vonage``/``vonage_codec`` and ``exotel``/``exotel_codec`` the carriers
+(``chunking``: the fixed frame sizes of the raw-PCM ones)."""

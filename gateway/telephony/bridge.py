@@ -32,6 +32,10 @@ class Carrier(Protocol):
     # the credential the stream-token key derives from, so every gateway behind one
     # number accepts the others' tokens; None: a random key shared in Redis
     secret_seed: str | None
+    # its start must carry the stream token our webhook minted (Twilio's does);
+    # False where no webhook of ours answers the call and the upgrade's own proof
+    # is the whole check (Exotel's Basic auth)
+    stream_tokens: bool
 
     def codec(self, max_bytes: int) -> Codec:
         """A fresh codec for one stream. Before the start it parses the carrier's

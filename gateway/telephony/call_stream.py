@@ -2,7 +2,8 @@
 
 The stream is accepted only with the carrier's proof on the upgrade (or another
 gateway's relay proof), then read up to the carrier's start, whose stream token
-must be the one our webhook minted for that call. A call's first stream opens a
+must be the one our webhook minted for that call (where the carrier's calls are
+answered by a webhook of ours: ``Carrier.stream_tokens``). A call's first stream opens a
 session and binds the call to it in Redis; a second stream of the call resumes
 that session here (the first socket is closed), or is relayed to the process that
 owns it. Then the shared loop serves the stream: the carrier's ``stop`` ends the
@@ -150,7 +151,8 @@ async def _await_start(stream: _Stream, secret: bytes) -> tuple[StreamStart, lis
                 return None
             case StreamStart() as start:
                 read.append(frame)
-                refusal = _token_refusal(start, secret)
+                refusal = (_token_refusal(start, secret) if stream.bridge.carrier.stream_tokens
+                           else None)
                 if refusal is None:
                     return start, read
                 await stream.refuse(CloseCode.POLICY, refusal, refusal)

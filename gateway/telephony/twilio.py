@@ -62,6 +62,7 @@ class Twilio:
 
     name = "twilio"
     stream_path = STREAM_PATH
+    stream_tokens = True
 
     def __init__(self, config: GatewayConfig) -> None:
         # the auth token also keys the stream tokens, so every gateway behind the

@@ -2,7 +2,7 @@
 
 - ``codec``: what a protocol is (``parse`` a frame, ``render`` an event), no I/O;
   ``realtime_codec`` (OpenAI Realtime, GA and beta), and the carriers' under
-  ``gateway.telephony`` (Twilio Media Streams).
+  ``gateway.telephony`` (Twilio, Vonage, Exotel).
 - ``frames``: one socket's frames in and out (uvicorn's fast path behind it).
 - ``attachment``: a socket as the session sees it; ``loop``: the one read loop.
 - ``session``: what a transport needs from a session (a protocol owned here).

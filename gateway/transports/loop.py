@@ -8,7 +8,8 @@ them with the same codec. At the end, the attachment is over and the session tol
 - the peer hung up in band (``Hangup``): the session ends, and its end closes the
   socket (the peer may still be reading);
 - the peer closed the socket: the codec says whether that ends the session (a
-  Realtime 1000) or detaches it, resumable, for its grace;
+  Realtime 1000; Vonage's hang-up, when ``on_hangup`` runs too) or detaches it,
+  resumable, for its grace;
 - the socket no longer serves the session (replaced, detached, ended): its input
   no longer counts (R18), and whoever took it away ends it.
 
@@ -71,6 +72,8 @@ async def read(attachment: SocketAttachment, on_hangup: OnHangup | None = None,
     reason = attachment.codec.ends_session(frames.close_code)
     if reason is not None:
         session.client_closed(reason)
+        if on_hangup is not None:  # a carrier that hangs up by closing (Vonage)
+            await asyncio.shield(on_hangup())
     else:
         session.request_detach(attachment)
 

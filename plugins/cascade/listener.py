@@ -16,6 +16,12 @@ the draft's words are its transcript (no second transcription), and the
 thinker's guess is the reply. Speech after the pause makes the draft stale:
 the next pause drafts again, and the commit transcribes afresh.
 
+A draft (and its withdrawal, ``Draft("")``) is also ``visible``: the plugin
+projects it as ``plugins.base.WordsHeard``, which the session hands its VAD,
+so the turn detector judges the words so far (``plugins.turn_end``: a
+finished question ends the turn sooner, a dangling one waits). A warm draft
+is not: the user is still speaking.
+
 Before the model runs, the silence around the speech is cut
 away by frame energy (the buffer holds everything since the last commit,
 pauses included), and a turn with less than 250 ms between its first and last
@@ -232,7 +238,7 @@ class ListenerModel:
                 yield from self._draft(state)
             elif state.draft_overtaken():  # the user went on: withdraw the guess
                 state.drafted = None
-                yield StageResult(Draft(""), segment_finished=True, visible=False)
+                yield StageResult(Draft(""), segment_finished=True, visible=True)
             elif self.warm_every_ms and state.warm_due(self.warm_every_ms):
                 state.warmed_at = state.loudness.frames
                 text = self.transcribe(state.audio())
@@ -259,7 +265,7 @@ class ListenerModel:
         text = self.transcribe(state.audio())
         state.drafted = _Drafted(state.loudness.last_loud, text)
         if text:
-            yield StageResult(Draft(text), segment_finished=True, visible=False)
+            yield StageResult(Draft(text), segment_finished=True, visible=True)
 
     def transcribe(self, pcm: Pcm) -> str:
         """A turn's words; "" without enough speech."""

@@ -41,11 +41,16 @@ class Clause:
 
     The talker speaks ``text`` as is and reports it verbatim, so the texts of a
     reply's clauses, concatenated, should be the reply (keep the separating spaces).
+
+    ``guess``: the first clause of a guess at the reply (the thinker's, while
+    the turn is still open): the talker synthesises it and holds the speech,
+    which goes out only if the reply's own first clause is the same text.
     """
 
     turn_id: int
     text: str
     last: bool
+    guess: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from plugins.base import Delta, EndOfResponse, FunctionCall, Speech, Transcript
-from plugins.cascade.payloads import SpokenClause, ToolCall, UserTurn
+from plugins.base import Delta, EndOfResponse, FunctionCall, Speech, Transcript, WordsHeard
+from plugins.cascade.payloads import Draft, SpokenClause, ToolCall, UserTurn
 
 
 def project(stage: int, payload: object) -> list[Delta]:
-    """``UserTurn`` → ``Transcript``; ``SpokenClause`` → ``Speech``;
+    """``UserTurn`` → ``Transcript``; a draft (not warm) → ``WordsHeard``;
+    ``SpokenClause`` → ``Speech``;
     ``ToolCall`` → ``FunctionCall``; ``EndOfResponse`` as is. Anything else is a bug
     in the caller."""
     match stage, payload:
         case 0, UserTurn(item_id=item_id, text=text):
             return [Transcript(item_id, text)]
+        case 0, Draft(text=text, warm=False):
+            return [WordsHeard(text)]
         case 2, SpokenClause(turn_id=turn_id, pcm=pcm, text=text):
             return [Speech(turn_id, pcm, text)]
         case 2, ToolCall(turn_id=turn_id, name=name, arguments=arguments):

@@ -15,6 +15,13 @@ marked ``last``, ``EndOfResponse(turn_id)``. A ``ToolCall`` passes through
 as a visible output, in its place among the clauses. A clause with words but no
 speakable sound (punctuation only) yields its text with 20 ms of silence so
 the transcript stays whole; an empty or blank one yields no audio.
+
+A guess's first clause (``Clause.guess``: the thinker read it from a guess the
+engine holds while the turn is still open) is synthesised and held, and
+yields nothing. The reply's first clause with words then either is that text
+(the guess was adopted: the held speech goes out at once, with no synthesis)
+or is not (the guess was dropped: its speech is thrown away unheard). A newer
+guess replaces the held one.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -125,34 +132,52 @@ def _load(path: str, threads: int) -> _Loaded:
     return _Loaded(voice, int(config.sample_rate))
 
 
+@dataclass(slots=True)
+class TalkState:
+    """One request's speech of a guess's first clause, made ahead and held."""
+
+    text: str | None = None  # None: nothing held
+    speech: list[Pcm] = field(default_factory=list)
+
+    def take(self, text: str) -> list[Pcm] | None:
+        """The held speech if it says ``text`` (None if not); nothing is held after."""
+        speech = self.speech if self.text == text else None
+        self.text, self.speech = None, []
+        return speech
+
+
 class TalkerModel:
-    """Stage 2 (``StageModel``). Stateless: one instance serves every session;
-    ``step`` synthesises on the calling worker thread."""
+    """Stage 2 (``StageModel``). One instance serves every session; ``step``
+    synthesises on the calling worker thread."""
 
     def __init__(self, tts: PiperTts) -> None:
         self.tts = tts
 
-    def open(self, fence: Fence) -> None:
-        return None  # each clause is spoken on its own
+    def open(self, fence: Fence) -> TalkState:
+        return TalkState()
 
-    def step(self, state: None, payload: object) -> Iterator[StageResult]:
+    def step(self, state: TalkState, payload: object) -> Iterator[StageResult]:
         if isinstance(payload, ToolCall):  # nothing to say: the session shows it
             yield StageResult(payload, segment_finished=True, visible=True)
             return
         if not isinstance(payload, Clause):
             raise TypeError(f"cascade talker cannot take {type(payload).__name__}")
-        yield from self._speak(payload)
+        if payload.guess:  # spoken ahead, held: the turn is still open
+            state.text, state.speech = payload.text, list(self.tts.synthesize(payload.text))
+            return
+        yield from self._speak(state, payload)
         if payload.last:
             yield StageResult(EndOfResponse(payload.turn_id), segment_finished=True, visible=True)
 
-    def close(self, state: None) -> None:
-        return None
+    def close(self, state: TalkState) -> None:
+        state.take("")
 
-    def _speak(self, clause: Clause) -> Iterator[StageResult]:
+    def _speak(self, state: TalkState, clause: Clause) -> Iterator[StageResult]:
         if not clause.text.strip():
             return
         text = clause.text
-        for pcm in self.tts.synthesize(clause.text):
+        held = state.take(text)  # the reply's first words: a held guess is theirs or no one's
+        for pcm in held if held is not None else self.tts.synthesize(clause.text):
             yield StageResult(SpokenClause(clause.turn_id, pcm, text),
                               segment_finished=True, visible=True)
             text = ""

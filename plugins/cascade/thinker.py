@@ -36,6 +36,11 @@ Payloads (what the session runner and the listener send):
   (when given) go in as a system turn just before, and so do ``tools`` that
   differ from the session's (for this reply only).
 
+A guess's first clause is read ahead (``on_guess_text``: the llama.cpp engine
+hands it the text it holds) and sent to the talker as ``Clause(guess=True)``,
+to be synthesised while the turn is still open; the talker sends that speech
+only when the adopted reply's first clause is the same.
+
 Output: the reply as ``Clause``es for the talker, cut at clause boundaries while
 it streams (``ClauseSplitter``), each ``StageResult(Clause, segment_finished=True,
 visible=False)``; the one that ends the reply has ``last=True`` (possibly
@@ -157,6 +162,15 @@ class _Reply:
 
 
 @dataclass(slots=True)
+class _Guess:
+    """The text of a guess the engine holds, read as it comes (``on_guess_text``)."""
+
+    chunk: PromptChunk
+    reply: _Reply
+    told: bool = False  # its first clause went to the talker
+
+
+@dataclass(slots=True)
 class ThinkerState:
     """One session epoch's conversation, as planned into the request."""
 
@@ -168,6 +182,7 @@ class ThinkerState:
     reply: _Reply | None = None  # the generation being streamed
     instructions: str = ""  # the system prompt's, without its tools
     tools: ToolSet = NO_TOOLS  # the session's, as the context has them
+    guess: _Guess | None = None  # the latest guess the engine runs
 
 
 class ThinkerAdapter:
@@ -336,6 +351,30 @@ class ThinkerAdapter:
             results += self._end_reply(state, reply)
             state.reply = None
         return results
+
+    def on_guess_text(self, state: ThinkerState, chunk: PromptChunk, delta: str,
+                      finished: bool) -> Sequence[StageResult]:
+        """A guess's text while the engine holds it (``engines.stages.GuessReader``):
+        its first clause, once whole, goes to the talker as a ``Clause(guess=True)``
+        to be synthesised ahead; the rest waits for the guess to be adopted (a warm
+        guess, which only prefills, says nothing)."""
+        tag = chunk.tag
+        if not isinstance(tag, _Tag):
+            return []
+        guess = state.guess
+        if guess is None or guess.chunk is not chunk:
+            guess = state.guess = _Guess(chunk, _Reply(tag, self._splitter()))
+        if guess.told:
+            return []
+        reply = guess.reply
+        texts = reply.splitter.push(reply.parser.push(delta))
+        if finished:
+            texts += [*reply.splitter.push(reply.parser.finish()), reply.splitter.finish()]
+        first = next((t for t in texts if t.strip()), None)
+        if first is None:
+            return []
+        guess.told = True
+        return [_clause_result(Clause(tag.turn_id, first, last=False, guess=True))]
 
     def _end_reply(self, state: ThinkerState, reply: _Reply) -> list[StageResult]:
         """The reply's last words, its calls (only of the tools it may call:

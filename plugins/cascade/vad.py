@@ -10,10 +10,11 @@ into turn events with the session's ``TurnDetection``:
   ``p < max(threshold − 0.15, 0.01)`` (hysteresis: a frame in between still
   counts as speech); the event is dated at the end of the last speech frame.
   Under ``semantic_vad`` the window is ``plugins.turn_end``'s, from the
-  eagerness alone: the words the listener drafts at a pause live on its
-  worker thread, a Whisper pass (≈130 ms) after the pause began, so the
-  detector here, which decides on the event loop frame by frame, has no words
-  so far to judge.
+  eagerness and the words so far: the listener drafts the turn at a pause
+  (``plugins.cascade.listener``), a Whisper pass after the pause began, and
+  the session hands the draft's words here (``hear_words``, the plugin's
+  ``plugins.base.HearsWords``); a finished question then ends the turn as
+  soon as its words are heard, if its shorter window has already passed.
 
 Times are the session's input clock (samples received since creation, in ms),
 which ``reset`` keeps.
@@ -44,7 +45,7 @@ import numpy.typing as npt
 
 from duplex.config import TurnDetection
 from plugins.base import VadEvent
-from plugins.segmenter import SpeechSegmenter
+from plugins.segmenter import HeardWords, SpeechSegmenter
 from plugins.turn_end import TurnEnd
 
 Backend = Literal["auto", "ort", "lite"]
@@ -185,9 +186,11 @@ class SileroVad:
         self.frame = rate * FRAME_MS // 1000
         self.threshold = turn_detection.threshold
         self.stop_threshold = max(self.threshold - HYSTERESIS, MIN_STOP_THRESHOLD)
+        self._words = HeardWords()
         self._segmenter = SpeechSegmenter(
             rate, start_level=self.threshold, stop_level=self.stop_threshold,
-            min_speech=min_speech_ms * rate // 1000, turn_end=TurnEnd.of(turn_detection))
+            min_speech=min_speech_ms * rate // 1000, turn_end=TurnEnd.of(turn_detection),
+            words=self._words)
         self.backend = _resolve(backend)
         if scorer is None:
             scorer = (OnnxScorer if self.backend == "ort" else LiteScorer)(rate, self.frame)
@@ -205,6 +208,19 @@ class SileroVad:
         self._pending = np.zeros(0, dtype=np.float32)
         self._scorer.reset()
         self._segmenter.reset()
+        self._words.text = ""
+
+    def hear_words(self, words: str) -> Sequence[VadEvent]:
+        """The listener's draft of the turn in progress (``plugins.base.HearsWords``);
+        ignored between turns (a late draft of a turn already ended)."""
+        if not self._segmenter.speaking:
+            return ()
+        self._words.text = words
+        event = self._segmenter.words_changed()
+        if event is None:
+            return ()
+        self._words.text = ""
+        return (event,)
 
     def process(self, pcm: npt.NDArray[Any]) -> Sequence[VadEvent]:
         """Feed a chunk of any length (int16 or float); events it completes, in order."""
@@ -219,6 +235,7 @@ class SileroVad:
             event = self._segmenter.frame(start, start + self.frame, prob)
             if event is not None:
                 events.append(event)
+                self._words.text = ""  # each turn starts with no words
         self._pending = data[whole:].copy()
         return events
 

@@ -16,7 +16,7 @@ from effect_helpers import commit, discard
 
 from duplex.fence import Fence
 from engines.stages import StageResult
-from plugins.base import AudioUnit, Pcm, Transcript
+from plugins.base import AudioUnit, Pcm, Transcript, WordsHeard
 from plugins.cascade.asr import MAX_TURN_S, WhisperAsr
 from plugins.cascade.listener import ListenerModel, ListenState, speech_span
 from plugins.cascade.payloads import Draft, UserTurn
@@ -179,12 +179,13 @@ def test_a_pause_drafts_the_turn_and_the_commit_reuses_the_draft() -> None:
     before = run(listener, state, units(speech, drafts=True))
     assert before == []  # no pause yet
     paused = run(listener, state, units(silence(200), drafts=True))
-    assert paused == [StageResult(Draft("words 1"), segment_finished=True, visible=False)]
+    # visible too: the session's turn detector hears the words so far
+    assert paused == [StageResult(Draft("words 1"), segment_finished=True, visible=True)]
     later = run(listener, state, [*units(silence(400), drafts=True), commit(4, respond=True)])
     # one draft per pause, and the commit's words are the draft's: no second decode
     assert payloads(later) == [UserTurn(4, "item_4", "words 1", True)]
     assert len(asr.heard) == 1
-    assert later[0].visible and not paused[0].visible
+    assert later[0].visible
 
 
 def test_speech_after_the_draft_makes_it_stale() -> None:
@@ -203,6 +204,10 @@ def test_speech_after_the_draft_makes_it_stale() -> None:
                                  UserTurn(5, "item_5", "words 3", True)]
     # each draft heard all the speech so far
     assert asr.heard[0].size < asr.heard[1].size < asr.heard[2].size
+    # the turn detector hears each draft and its withdrawal
+    assert [r.visible for r in results] == [True] * 5
+    assert [project(0, p) for p in payloads(results)[:4]] == [
+        [WordsHeard("words 1")], [WordsHeard("")], [WordsHeard("words 2")], [WordsHeard("")]]
 
 
 def test_long_speech_is_heard_while_it_goes_on_to_warm_the_thinker() -> None:
@@ -215,7 +220,10 @@ def test_long_speech_is_heard_while_it_goes_on_to_warm_the_thinker() -> None:
     # one warm draft a second of speech (the first after 1 s), then the pause's draft
     assert payloads(results) == [Draft("words 1", warm=True), Draft("words 2", warm=True),
                                  Draft("words 3")]
-    assert [r.visible for r in results] == [False] * 3
+    # the warm drafts are heard while the user speaks: not the turn detector's
+    assert [r.visible for r in results] == [False, False, True]
+    with pytest.raises(TypeError):
+        project(0, Draft("words 1", warm=True))
 
 
 def test_no_drafts_without_the_flag_nor_for_a_blip_and_none_after_a_discard() -> None:

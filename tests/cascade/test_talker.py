@@ -44,8 +44,8 @@ def words(text: str) -> list[str]:
 
 
 def speak(talker: TalkerModel, *clauses: Clause) -> list[StageResult]:
-    talker.open(FENCE)  # nothing to keep: each clause is spoken on its own
-    return [r for c in clauses for r in talker.step(None, c)]
+    state = talker.open(FENCE)
+    return [r for c in clauses for r in talker.step(state, c)]
 
 
 # -- the stage, with a stand-in voice ---------------------------------------------
@@ -66,6 +66,47 @@ def test_the_last_clause_ends_the_response() -> None:
     assert [type(p) for p in payloads] == [SpokenClause, SpokenClause, EndOfResponse]
     assert payloads[-1] == EndOfResponse(2)
     assert all(r.visible and r.segment_finished for r in results)
+
+
+def test_a_guess_is_spoken_ahead_and_sent_when_the_reply_confirms_it() -> None:
+    tts = FakeTts(chunks=2)
+    talker = TalkerModel(tts)
+    state = talker.open(FENCE)
+    first = "The capital of France is Paris. "
+    # the turn is still open: synthesised, held, nothing goes out
+    assert list(talker.step(state, Clause(1, first, last=False, guess=True))) == []
+    assert tts.texts == [first]
+    # the turn ended, the guess was adopted: its first clause comes for real
+    # (a blank clause before it changes nothing), and the held speech goes at once
+    results = [r for c in (Clause(3, " ", False), Clause(3, first, False),
+                           Clause(3, "It is big.", True)) for r in talker.step(state, c)]
+    payloads = [r.payload for r in results]
+    assert [(type(p), getattr(p, "text", None)) for p in payloads] == [
+        (SpokenClause, first), (SpokenClause, ""), (SpokenClause, "It is big."),
+        (SpokenClause, ""), (EndOfResponse, None)]
+    assert [p.turn_id for p in payloads] == [3] * 5  # the reply's turn, not the guess's
+    assert tts.texts == [first, "It is big."]  # no second synthesis of the first clause
+
+
+def test_a_dropped_guess_is_never_heard() -> None:
+    tts = FakeTts()
+    talker = TalkerModel(tts)
+    state = talker.open(FENCE)
+    assert list(talker.step(state, Clause(1, "Paris is the capital. ", False, guess=True))) == []
+    # a newer guess replaces it; then the turn went on, and its reply is another
+    assert list(talker.step(state, Clause(1, "Berlin. ", False, guess=True))) == []
+    results = speak_with(talker, state, Clause(2, "Sorry, say that again? ", True))
+    assert [(type(p), p.text if isinstance(p, SpokenClause) else None) for p in results] == [
+        (SpokenClause, "Sorry, say that again? "), (EndOfResponse, None)]
+    assert tts.texts[-1] == "Sorry, say that again? "
+    # nothing is held any more: the same words later are synthesised afresh
+    speak_with(talker, state, Clause(2, "Berlin. ", True))
+    assert tts.texts[-1] == "Berlin. " and len(tts.texts) == 4
+    talker.close(state)
+
+
+def speak_with(talker: TalkerModel, state: object, clause: Clause) -> list[object]:
+    return [r.payload for r in talker.step(state, clause)]  # type: ignore[arg-type]
 
 
 def test_a_blank_clause_says_nothing_but_still_ends_the_response() -> None:
@@ -113,7 +154,7 @@ def test_clauses_become_speech_that_says_them(tts: PiperTts, asr: WhisperAsr) ->
     for clause in clauses:
         t0 = time.perf_counter()
         spoken: list[Pcm] = []
-        for result in talker.step(None, clause):
+        for result in talker.step(talker.open(FENCE), clause):
             if isinstance(result.payload, SpokenClause):
                 if not spoken:
                     first = time.perf_counter() - t0

@@ -104,11 +104,72 @@ def test_stop_waits_for_the_silence_and_is_dated_at_the_last_speech_frame() -> N
                          [("high", 350), ("medium", 700), ("auto", 700), ("low", 1200)])
 def test_semantic_vad_waits_the_window_of_its_eagerness(eagerness: str,
                                                         window_ms: int) -> None:
-    # no words so far (the listener transcribes after the commit): the base window
+    # no words so far (the listener has not drafted the turn): the base window
     vad, _ = scripted([0.9, 0.9], type="semantic_vad", eagerness=eagerness)
     silent_frames = -(-window_ms * RATE // 1000 // FRAME)  # frames to cover the window
     assert vad.process(frames(1 + silent_frames)) == [VadEvent(started=True, audio_ms=0)]
     assert vad.process(frames(1)) == [VadEvent(started=False, audio_ms=ms(2))]
+
+
+def semantic_speech_then(silent_frames: int) -> SileroVad:
+    """A semantic_vad (auto) detector that heard speech (frames 0-1), then silence."""
+    vad, _ = scripted([0.9, 0.9], type="semantic_vad", eagerness="auto")
+    assert vad.process(frames(2 + silent_frames)) == [VadEvent(started=True, audio_ms=0)]
+    return vad
+
+
+def test_finished_words_heard_after_their_window_end_the_turn_at_once() -> None:
+    vad = semantic_speech_then(7)  # 224 ms of silence: past 210 ms, short of 700
+    assert vad.hear_words("What is the capital of France?") == (
+        VadEvent(started=False, audio_ms=ms(2)),)
+    assert not vad.speaking
+    assert vad.hear_words("Late words.") == ()  # between turns: nothing to end
+
+
+def test_finished_words_heard_before_their_window_end_the_turn_when_it_passes() -> None:
+    vad = semantic_speech_then(3)  # 96 ms
+    assert vad.hear_words("What is the capital of France?") == ()
+    assert vad.process(frames(3)) == []  # 192 ms
+    assert vad.process(frames(1)) == [VadEvent(started=False, audio_ms=ms(2))]  # 224 ms
+
+
+def test_dangling_words_make_the_turn_wait() -> None:
+    vad = semantic_speech_then(7)
+    assert vad.hear_words("What is the capital of?") == ()  # no cue: the base window
+    assert vad.hear_words("I want to go to the...") == ()  # trailing off: 1750 ms
+    assert vad.process(frames(40)) == []  # 1504 ms: past 700
+    assert vad.speaking
+    assert vad.process(frames(8)) == [VadEvent(started=False, audio_ms=ms(2))]  # 1760 ms
+
+
+def test_withdrawn_words_and_a_new_turn_leave_the_base_window() -> None:
+    # speech, 13 silent frames, speech again, silence
+    vad, _ = scripted([0.9, 0.9] + [0.0] * 13 + [0.9, 0.9], type="semantic_vad",
+                      eagerness="auto")
+    assert vad.process(frames(5)) == [VadEvent(started=True, audio_ms=0)]
+    vad.hear_words("What is the capital of France?")
+    vad.hear_words("")  # the user went on
+    assert vad.process(frames(10)) == []  # 416 ms: no words, 700 ms
+    assert vad.hear_words("Thanks.") == (VadEvent(started=False, audio_ms=ms(2)),)
+    # the next turn starts with no words: 224 ms of silence end nothing
+    assert vad.process(frames(2 + 7)) == [VadEvent(started=True, audio_ms=ms(15))]
+    assert vad.speaking
+
+
+def test_words_heard_while_the_user_speaks_end_nothing_then() -> None:
+    vad, _ = scripted([0.9] * 6, type="semantic_vad", eagerness="high")
+    vad.process(frames(6))
+    assert vad.hear_words("Book it.") == ()  # the last frame was speech
+    assert vad.speaking
+    vad.reset()
+    assert not vad.speaking and vad.hear_words("Book it.") == ()
+
+
+def test_server_vad_does_not_hear_words() -> None:
+    vad, _ = scripted([0.9, 0.9], silence_duration_ms=320)
+    vad.process(frames(2 + 7))
+    assert vad.hear_words("What is the capital of France?") == ()
+    assert vad.speaking
 
 
 def test_a_frame_in_the_hysteresis_band_restarts_the_silence() -> None:

@@ -56,7 +56,7 @@ async def test_high_eagerness_ends_a_turn_sooner_than_low(gateway: GatewayProces
     assert waits == {"high": 360, "medium": 700, "auto": 700, "low": 1200}
 
 
-@pytest.mark.parametrize(("freq", "expected_ms"), [(2000.0, 360), (440.0, 700),
+@pytest.mark.parametrize(("freq", "expected_ms"), [(2000.0, 220), (440.0, 700),
                                                    (200.0, 1760)])
 async def test_the_words_so_far_move_the_end(gateway: GatewayProcess, freq: float,
                                              expected_ms: int) -> None:

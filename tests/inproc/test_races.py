@@ -46,14 +46,18 @@ async def test_i9_commit_and_create_in_one_read_answer_the_committed_turn(
 
 async def test_i7_a_cancel_overtakes_the_user_audio_queued_before_it(
         app: tuple[Starlette, Gateway]) -> None:
-    """The user speaks over the reply and the client cancels at once: the cancel
-    is handled before the queued speech, so the reply ends as the client asked
-    (``client_cancelled``), not by the VAD hearing the speech (``turn_detected``)."""
+    """The user speaks over the reply while the worker is busy, and the client
+    cancels at once: the cancel is handled before the queued speech, so the reply
+    ends as the client asked (``client_cancelled``), not by the VAD hearing the
+    speech (``turn_detected``). (A parked worker takes each frame as it is read,
+    so audio queues only behind one that waits: here, on the update's journal
+    write.)"""
     s = await connect(app[0])
     await s.until("session.created")
     s.send({"type": "session.update", "session": {"instructions": "words=40"}})
     s.send({"type": "response.create"})
     await s.until("response.output_audio.delta")
+    s.send({"type": "session.update", "session": {"instructions": "words=40"}})
     queue_audio(s, tone(1.0))  # loud enough for the VAD to barge in
     s.send({"type": "response.cancel"})
     done = await s.until("response.done")

@@ -141,13 +141,16 @@ async def test_i7_a_cancel_overtakes_the_appends_queued_before_it(
     s.send({"type": "response.create"})
     await s.until(AUDIO)
     taken = taken_items(runner, monkeypatch)
+    # a parked worker takes each frame as it is read: audio queues behind one that
+    # waits, here on the update's journal write
+    s.send({"type": "session.update", "session": {"instructions": "words=40"}})
     frames = queue_audio(s, tone(1.0))  # loud enough for the VAD to barge in
     s.send({"type": "response.cancel"})
     done = await s.until("response.done")
     assert done["response"]["status_details"]["reason"] == "client_cancelled"
     await sync(s)
     kinds = [type(item) for item, _ in taken if isinstance(item, c.Command)]
-    assert kinds[:2] == [c.CancelResponse, c.AppendAudio]  # first, though sent last
+    assert kinds[:3] == [c.UpdateSession, c.CancelResponse, c.AppendAudio]  # sent last
     assert kinds.count(c.AppendAudio) == frames  # and the audio still counts
 
 

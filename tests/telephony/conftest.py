@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from carrier_flags import CARRIER_FLAGS
 from gateway_process import GatewayProcess
 from redis_server import RedisServer
 from twilio_helpers import AUTH_TOKEN, Peek
@@ -42,6 +43,17 @@ def signed_gateway(tmp_path_factory: pytest.TempPathFactory,
                    redis: RedisServer) -> Iterator[GatewayProcess]:
     proc = _start(Path(tmp_path_factory.mktemp("gw")), redis,
                   "--twilio-auth-token", AUTH_TOKEN)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
+def carrier_gateway(tmp_path_factory: pytest.TempPathFactory,
+                    redis: RedisServer) -> Iterator[GatewayProcess]:
+    """A gateway with the Telnyx and Plivo routes on (their credentials set)."""
+    proc = _start(Path(tmp_path_factory.mktemp("gw")), redis, *CARRIER_FLAGS)
     try:
         yield proc
     finally:

@@ -19,8 +19,8 @@ class Peek:
         self.store = store
         self.raw = connect(url)
 
-    async def session_of(self, call_sid: str) -> str | None:
-        value = await self.raw.get(call_key(call_sid, "twilio"))
+    async def session_of(self, call_sid: str, carrier: str = "twilio") -> str | None:
+        value = await self.raw.get(call_key(call_sid, carrier))
         return json.loads(value)["sid"] if value else None
 
     async def journal(self, sid: str) -> list[dict[str, Any]]:

@@ -167,11 +167,18 @@ def test_encoders_match_audioop() -> None:
 # -- wire framing ------------------------------------------------------------------
 
 
-def test_pcm16_is_little_endian() -> None:
-    pcm = audio.from_wire(b"\x01\x00\xff\xff\x00\x80", AudioFormat.PCM16)
+@pytest.mark.parametrize("fmt", [AudioFormat.PCM16, AudioFormat.L16_8K, AudioFormat.L16_16K])
+def test_pcm16_is_little_endian(fmt: AudioFormat) -> None:
+    pcm = audio.from_wire(b"\x01\x00\xff\xff\x00\x80", fmt)
     assert pcm.dtype == np.int16
     assert pcm.tolist() == [1, -1, -32768]
-    assert audio.to_wire(pcm, AudioFormat.PCM16) == b"\x01\x00\xff\xff\x00\x80"
+    assert audio.to_wire(pcm, fmt) == b"\x01\x00\xff\xff\x00\x80"
+
+
+def test_carrier_pcm_resamples_at_its_rate() -> None:
+    second = np.zeros(24000, dtype=np.int16)
+    assert len(audio.encode_output(second, 24000, AudioFormat.L16_16K)) == 2 * 16000
+    assert audio.decode_input(b"\x00" * 2 * 8000, AudioFormat.L16_8K, 24000).size == 24000
 
 
 @pytest.mark.parametrize("n_bytes", [1, 3, 961])

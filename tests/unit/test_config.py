@@ -238,6 +238,8 @@ def test_one_bad_field_rejects_the_whole_update() -> None:
         apply_update(DEFAULT, {"instructions": "new", "input_audio_format": "mp3"})
     assert info.value.param == "session.input_audio_format"
     assert "'mp3'" in info.value.message and "'audio/pcm'" in info.value.message
+    assert "l16" not in info.value.message  # a client is told OpenAI's formats alone
+    assert "l16" not in info.value.message  # a client is told OpenAI's formats alone
 
 
 @pytest.mark.parametrize("session", [None, [], "x", 1])
@@ -253,6 +255,10 @@ def test_session_must_be_an_object(session: object) -> None:
         (AudioFormat.PCM16, 24000, 2, "pcm16", {"type": "audio/pcm", "rate": 24000}),
         (AudioFormat.PCMU, 8000, 1, "g711_ulaw", {"type": "audio/pcmu"}),
         (AudioFormat.PCMA, 8000, 1, "g711_alaw", {"type": "audio/pcma"}),
+        # a carrier bridge's formats have no beta name of OpenAI's: theirs is their type
+        (AudioFormat.L16_8K, 8000, 2, "audio/l16;rate=8000", {"type": "audio/l16;rate=8000"}),
+        (AudioFormat.L16_16K, 16000, 2, "audio/l16;rate=16000",
+         {"type": "audio/l16;rate=16000"}),
     ],
 )
 def test_format_wire_round_trips(fmt: AudioFormat, rate: int, width: int, beta: str,

@@ -45,6 +45,7 @@ def test_a_bad_env_value_names_its_variable() -> None:
     (["--log-level", "trace"], {}, "--log-level must be one of"),
     ([], {"DUPLEX_GATEWAY_LOOP": "trio"}, "--loop must be one of"),
     (["--ws-compression", "gzip"], {}, "--ws-compression must be one of"),
+    (["--exotel-credentials", "no-colon"], {}, "--exotel-credentials is KEY:TOKEN"),
 ])
 def test_values_the_gateway_cannot_use_are_refused_at_start(argv: list[str],
                                                             env: dict[str, str],

@@ -4,14 +4,15 @@ would be, planned without touching the conversation as planned."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Sequence
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from duplex.fence import Fence
-from engines.stages import PromptChunk
+from engines.stages import PromptChunk, StageResult
 from plugins.base import Context, HistoryItem
-from plugins.cascade.payloads import Draft, UserTurn
+from plugins.cascade.payloads import Clause, Draft, UserTurn
 from plugins.cascade.thinker import ThinkerAdapter, ThinkerState
 
 FENCE = Fence("s", 0, 0, 0)
@@ -86,3 +87,44 @@ def test_a_warm_draft_prefills_the_start_of_the_turn_only() -> None:
     # and can never be taken for the reply
     assert real.text.startswith(warm.text) and real.text == guess.text
     assert warm.max_tokens != real.max_tokens
+
+
+# -- a guess's first clause, read ahead ----------------------------------------------
+
+DELTAS = ["The capital", " of France is Paris", ". It is", " a big city.", ""]
+
+
+def replies(a: ThinkerAdapter, s: ThinkerState, chunk: PromptChunk,
+            read: Callable[..., Sequence[StageResult]]) -> list[Clause]:
+    out = [r.payload for i, d in enumerate(DELTAS)
+           for r in read(s, chunk, d, i == len(DELTAS) - 1)]
+    assert all(isinstance(c, Clause) for c in out)
+    return out
+
+
+def test_a_guess_s_first_clause_goes_ahead_and_is_the_reply_s_first() -> None:
+    a = ThinkerAdapter()
+    s = a.open(FENCE)
+    plan(a, s, Context("Be brief."))
+    guess = plan(a, s, Draft("What is the capital of France?"))
+    ahead = replies(a, s, guess, a.on_guess_text)
+    # only the first clause, marked as a guess's, and only once
+    assert [(c.text, c.guess, c.last) for c in ahead] == [("The capital of France is Paris.",
+                                                          True, False)]
+    # the turn adopts the guess: the engine replays the text as the reply's
+    real = plan(a, s, UserTurn(0, "i1", "What is the capital of France?", True))
+    spoken = replies(a, s, real, a.on_text)
+    assert next(c.text for c in spoken if c.text.strip()) == ahead[0].text
+    assert not any(c.guess for c in spoken)
+
+
+def test_a_newer_guess_is_read_afresh_and_a_warm_one_not_at_all() -> None:
+    a = ThinkerAdapter()
+    s = a.open(FENCE)
+    plan(a, s, Context("Be brief."))
+    first = plan(a, s, Draft("What is the capital"))
+    assert a.on_guess_text(s, first, "Which", False) == []
+    newer = plan(a, s, Draft("What is the capital of France?"))
+    assert [r.payload.text for r in a.on_guess_text(s, newer, "Paris. ", True)] == ["Paris."]
+    warm = plan(a, s, Draft("What is", warm=True))
+    assert a.on_guess_text(s, warm, "The.", True) == []

@@ -228,11 +228,12 @@ def test_the_parser_sees_the_same_reply_however_the_stream_is_cut(cuts: list[int
 
 def test_the_talker_passes_a_call_through_and_the_session_sees_a_function_call() -> None:
     talker = TalkerModel(PiperTts())
+    state = talker.open(Fence("s", 0, 0, 1))
     call = ToolCall(1, "get_weather", json.dumps(PARIS))
-    [result] = list(talker.step(None, call))
+    [result] = list(talker.step(state, call))
     assert result.visible and result.payload == call
     assert projection.project(2, call) == [FunctionCall(1, "get_weather", json.dumps(PARIS))]
-    [end] = [r.payload for r in talker.step(None, Clause(1, "", last=True))]
+    [end] = [r.payload for r in talker.step(state, Clause(1, "", last=True))]
     assert end == EndOfResponse(1)
 
 

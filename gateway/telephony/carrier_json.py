@@ -1,0 +1,70 @@
+"""What the JSON carriers (Telnyx, Plivo) share in reading a message, with no I/O.
+
+Their messages are JSON objects named by ``event``, and their audio is base64 in
+``media.payload``. Reading one is total: whatever the frame holds, the answer is
+the message or an ``Ignore`` saying why not (the transport logs it, rate-limited).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from duplex import commands as c
+from duplex import wire
+from duplex.errors import InvalidRequest
+from gateway.transports.codec import QUIET, Frame, Ignore
+
+
+def read_event(frame: Frame, max_bytes: int) -> tuple[str, dict[str, Any]] | Ignore:
+    """The event name and the message, or why the frame is not one."""
+    if isinstance(frame, bytes):
+        return Ignore("binary", "a binary frame")
+    try:
+        msg = wire.decode_json(frame, max_bytes=max_bytes)
+    except InvalidRequest as exc:
+        return Ignore(exc.code, f"a message that is not usable JSON ({exc.code})")
+    if not isinstance(msg, dict) or not isinstance(msg.get("event"), str):
+        return Ignore("no_event", "a message without an event name")
+    return msg["event"], msg
+
+
+def body_of(event: str, msg: dict[str, Any]) -> dict[str, Any] | Ignore:
+    """The object named like the event (``media``, ``dtmf``, ``mark``)."""
+    body = msg.get(event)
+    if not isinstance(body, dict):
+        return Ignore("no_body", f"{event[:40]!r} without its {event[:40]!r} object")
+    return body
+
+
+def inbound_payload(body: dict[str, Any]) -> bytes | Ignore:
+    """The caller's audio of a ``media`` body, decoded; QUIET for another track."""
+    track, payload = body.get("track", "inbound"), body.get("payload")
+    if not isinstance(track, str) or not isinstance(payload, str):
+        return Ignore("media_type", "media whose track/payload is not a string")
+    if track not in ("inbound", "inbound_track"):
+        return QUIET  # our own audio echoed back (both tracks streamed)
+    try:
+        return c.decode_base64_audio(payload)
+    except InvalidRequest:
+        return Ignore("bad_base64", "media with bad base64")
+
+
+def keypress_digit(body: dict[str, Any]) -> str | Ignore:
+    digit = body.get("digit")
+    if isinstance(digit, str) and digit:
+        return digit[:1]
+    return Ignore("dtmf_type", "dtmf whose digit is not a string")
+
+
+def audio_delta(ev: dict[str, Any]) -> tuple[str, str, str] | None:
+    """A ``response.output_audio.delta``'s base64 audio, response id and item id."""
+    payload = ev.get("delta") or ""
+    if not isinstance(payload, str) or not payload:
+        return None
+    return payload, str(ev.get("response_id")), str(ev.get("item_id"))
+
+
+def base64_len(payload: str) -> int:
+    """Bytes a (well-formed) base64 string decodes to."""
+    return len(payload) * 3 // 4 - payload[-2:].count("=")
+

@@ -1,0 +1,192 @@
+"""Exotel Voicebot (bidirectional AgentStream) as a codec, no I/O.
+
+In: ``connected``, then ``start`` (the call, the media format, the custom
+parameters of the stream URL), then ``media`` (the caller: 16-bit little-endian
+PCM at the stream's rate, base64) as ``AppendAudio``, ``dtmf`` as a keypress,
+``mark`` echoes as playback acknowledgements, ``stop`` as the hang-up. Anything
+malformed is ignored with a reason: nothing Exotel sends ends the call but ``stop``.
+
+Out: reply audio (already in the stream's format) as ``media`` chunks of the
+sizes Exotel documents, in bytes whatever the rate: a multiple of 320 and at least
+3.2 KB (smaller or ragged chunks play with gaps), the rest held for the next delta
+and the reply's tail padded with silence (``telephony.chunking``), each followed by a
+``mark``; a barge-in while our audio is still buffered becomes a ``clear`` (Exotel
+echoes the pending marks), answered to the session with the truncate to what the
+marks say was heard (``telephony.playback``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from typing import Any
+
+from duplex import commands as c
+from duplex import wire
+from duplex.config import AudioFormat
+from duplex.errors import InvalidRequest
+from duplex.events import E
+from gateway.outbound import Outbound
+from gateway.telephony.chunking import Chunk, Chunker, Playout
+from gateway.transports.codec import (
+    NOTHING,
+    QUIET,
+    Frame,
+    Hangup,
+    Hello,
+    Ignore,
+    Inbound,
+    Keypress,
+    Refuse,
+    Rendered,
+    StreamStart,
+)
+
+log = logging.getLogger(__name__)
+
+CHUNK_STEP = 320  # Exotel's chunk sizes, as it states them: a multiple of 320 bytes
+LEAST_CHUNK = 3200  # and at least 3.2 KB (it calls that 100 ms; at 8 kHz it is 200)
+# media_format.sample_rate → the session's format (raw/slin; 8 kHz is the default)
+LINEAR = {"8000": AudioFormat.L16_8K, "16000": AudioFormat.L16_16K,
+          "24000": AudioFormat.PCM16}
+
+
+def stream_format(media_format: object) -> AudioFormat | None:
+    """The session's audio format for Exotel's ``media_format``; None: not one we speak."""
+    if media_format is None:
+        return AudioFormat.L16_8K
+    if not isinstance(media_format, dict):
+        return None
+    rate = str(media_format.get("sample_rate", "8000"))
+    if "mulaw" in str(media_format.get("encoding", "")).lower():
+        return AudioFormat.PCMU if rate == "8000" else None
+    return LINEAR.get(rate)
+
+
+class ExotelCodec:
+    answers_late = False  # Exotel sends no commands that a refusal would answer
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.stream_sid: str | None = None  # once started
+        self.call_sid = "(before start)"
+        self.playout: Playout | None = None  # once the start says the format
+
+    # -- in --------------------------------------------------------------------------
+
+    def parse(self, frame: Frame) -> Inbound:
+        if isinstance(frame, bytes):
+            return Ignore("binary", "a binary frame")
+        try:
+            msg = wire.decode_json(frame, max_bytes=self.max_bytes)
+        except InvalidRequest as exc:
+            return Ignore(exc.code, f"a message that is not usable JSON ({exc.code})")
+        if not isinstance(msg, dict) or not isinstance(msg.get("event"), str):
+            return Ignore("no_event", "a message without an event name")
+        event: str = msg["event"]
+        if self.stream_sid is None:
+            if event == "connected":
+                return Hello()
+            return self._start(msg) if event == "start" else QUIET
+        if event == "stop":  # whichever stream it names: the call is over
+            return Hangup("exotel_stop")
+        return self._started(event, msg)
+
+    def _start(self, msg: dict[str, Any]) -> StreamStart | Refuse:
+        body = msg.get("start")
+        if not isinstance(body, dict):
+            return Refuse("start without a start object")
+        stream_sid = msg.get("stream_sid") or body.get("stream_sid")
+        call_sid = body.get("call_sid")
+        if not isinstance(stream_sid, str) or not isinstance(call_sid, str) or not call_sid:
+            return Refuse("start without stream_sid/call_sid")
+        fmt = stream_format(body.get("media_format"))
+        if fmt is None:
+            return Refuse(f"unsupported media format {body.get('media_format')!r:.80}")
+        params = body.get("custom_parameters") or {}
+        self.stream_sid, self.call_sid = stream_sid, call_sid
+        per_ms = fmt.rate * fmt.bytes_per_sample / 1000
+        silence = b"\xff" if fmt is AudioFormat.PCMU else b"\x00"
+        self.playout = Playout(Chunker(CHUNK_STEP, LEAST_CHUNK, silence), per_ms)
+        return StreamStart(stream_sid, call_sid, params if isinstance(params, dict) else {},
+                           fmt.value)
+
+    def _started(self, event: str, msg: dict[str, Any]) -> Inbound:
+        if msg.get("stream_sid") != self.stream_sid:
+            return Ignore("stream_sid", f"{event[:40]!r} for another stream")
+        body = msg.get(event)
+        if not isinstance(body, dict):
+            if event in ("connected", "start"):
+                return QUIET
+            return Ignore("no_body", f"{event[:40]!r} without its {event[:40]!r} object")
+        match event:
+            case "media":
+                payload = body.get("payload")
+                if not isinstance(payload, str):
+                    return Ignore("media_type", "media whose payload is not a string")
+                try:
+                    return c.AppendAudio(None, c.decode_base64_audio(payload))
+                except InvalidRequest:
+                    return Ignore("bad_base64", "media with bad base64")
+            case "mark":
+                return self._mark(body.get("name"))
+            case "dtmf":
+                digit = body.get("digit")
+                if isinstance(digit, str) and digit:
+                    return Keypress(digit[:1])
+                return Ignore("dtmf_type", "dtmf whose digit is not a string")
+            case "connected" | "start":
+                return QUIET
+            case other:
+                return Ignore("unknown_event", f"unknown event {other[:40]!r}")
+
+    def _mark(self, name: object) -> Inbound:
+        assert self.playout is not None  # started
+        if not isinstance(name, str):
+            return Ignore("mark_type", "a mark whose name is not a string")
+        if not self.playout.playback.played(name):
+            return Ignore("foreign_mark", f"mark {name[:80]!r}, not one of ours")
+        return QUIET
+
+    # -- out -------------------------------------------------------------------------
+
+    def render(self, out: Outbound) -> Rendered:
+        ev = out.event()  # as built: parsed only for a replay, read back from the journal
+        playout = self.playout
+        if playout is None or not isinstance(ev, dict):
+            return NOTHING  # not started: no stream to speak to
+        match ev.get("type"):
+            case E.AUDIO_DELTA:
+                return self._chunk(playout.delta(ev))
+            case E.AUDIO_DONE:
+                return self._chunk(playout.done(ev))
+            case E.SPEECH_STARTED:
+                return self._barge_in(playout)
+            case "error":
+                log.info("call %s: session error %s", self.call_sid, ev.get("error"))
+        return NOTHING
+
+    def _chunk(self, chunk: Chunk | None) -> Rendered:
+        if chunk is None:
+            return NOTHING
+        payload = base64.b64encode(chunk.audio).decode()
+        return Rendered((self._message({"event": "media", "media": {"payload": payload}}),
+                         self._message({"event": "mark", "mark": {"name": chunk.point}})))
+
+    def _barge_in(self, playout: Playout) -> Rendered:
+        truncate = playout.barge_in()
+        reply = playout.playback.reply
+        if truncate is None or reply is None:
+            return NOTHING  # nothing of ours is still buffered at Exotel
+        log.info("call %s: barge-in; %s heard %d of %.0f ms", self.call_sid,
+                 reply.response_id, truncate.audio_end_ms, reply.sent_ms)
+        return Rendered((self._message({"event": "clear"}),), truncate)
+
+    def _message(self, message: dict[str, Any]) -> str:
+        return json.dumps({**message, "stream_sid": self.stream_sid})
+
+    def ends_session(self, close_code: int) -> str | None:
+        """A dropped media socket detaches the call's session: a second stream of
+        the call may resume it; only ``stop`` ends the call."""
+        return None

@@ -1,0 +1,158 @@
+"""The Vonage Voice API WebSocket as a codec, no I/O.
+
+In: the first text message, ``websocket:connected``, carries the ``content-type``
+(``audio/l16;rate=16000`` or ``;rate=8000``) and, at its top level, the headers
+our answer's NCCO set (the call's uuid, the stream token, the instructions): it is
+the stream's start. Then binary messages are the caller's audio (16-bit
+little-endian linear PCM, 20 ms each) as ``AppendAudio``; ``websocket:dtmf`` is a
+keypress; ``websocket:notify`` echoes our playback points; ``websocket:cleared``
+acknowledges a clear. Anything else is ignored with a reason. Vonage ends the call
+by closing the socket normally (1000); any other close is a drop, resumable.
+
+Out: reply audio (already in the stream's format) as binary messages of exactly
+one 20 ms frame each (640 bytes at 16 kHz), as Vonage requires, the rest held for
+the next delta and the reply's tail padded with silence (``telephony.chunking``);
+after each delta's frames a ``{"action": "notify", "payload": …}``, which Vonage
+echoes as ``websocket:notify`` once the audio before it has played (its playback
+acknowledgement); a barge-in while our audio is still buffered (Vonage buffers
+what is sent ahead of real time) becomes ``{"action": "clear"}``, which drops
+Vonage's buffer, answered to the session with the truncate to what the notify
+echoes say was heard (``telephony.playback``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from duplex import commands as c
+from duplex import wire
+from duplex.close_codes import CloseCode
+from duplex.config import AudioFormat
+from duplex.errors import InvalidRequest
+from duplex.events import E
+from gateway.outbound import Outbound
+from gateway.telephony.chunking import Chunk, Chunker, Playout
+from gateway.transports.codec import (
+    NOTHING,
+    QUIET,
+    Frame,
+    Ignore,
+    Inbound,
+    Keypress,
+    Refuse,
+    Rendered,
+    StreamStart,
+)
+
+log = logging.getLogger(__name__)
+
+CONTENT_TYPE = "audio/l16;rate=16000"  # what our NCCO asks for
+FORMATS = {"audio/l16;rate=16000": AudioFormat.L16_16K, "audio/l16;rate=8000": AudioFormat.L16_8K}
+FRAME_MS = 20  # each binary message: one 20 ms frame, 640 bytes at 16 kHz
+CALL_HEADER = "call"  # the NCCO header that names the call (its uuid)
+CLEAR = json.dumps({"action": "clear"})
+
+
+class VonageCodec:
+    answers_late = False  # Vonage sends no commands that a refusal would answer
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.call_id: str | None = None  # once started
+        self.playout: Playout | None = None
+
+    # -- in --------------------------------------------------------------------------
+
+    def parse(self, frame: Frame) -> Inbound:
+        if isinstance(frame, bytes):
+            if self.call_id is None:
+                return QUIET  # nothing is ours before the start
+            if len(frame) % 2:
+                return Ignore("odd_audio", f"audio of {len(frame)} bytes, an odd count")
+            return c.AppendAudio(None, frame)
+        try:
+            msg = wire.decode_json(frame, max_bytes=self.max_bytes)
+        except InvalidRequest as exc:
+            return Ignore(exc.code, f"a message that is not usable JSON ({exc.code})")
+        if not isinstance(msg, dict) or not isinstance(msg.get("event"), str):
+            return Ignore("no_event", "a message without an event name")
+        event: str = msg["event"]
+        if self.call_id is None:
+            return self._start(msg) if event == "websocket:connected" else QUIET
+        match event:
+            case "websocket:dtmf":
+                digit = msg.get("digit")
+                if isinstance(digit, str) and digit:
+                    return Keypress(digit[:1])
+                return Ignore("dtmf_type", "dtmf whose digit is not a string")
+            case "websocket:notify":
+                return self._notify(msg.get("payload"))
+            case "websocket:cleared" | "websocket:connected":
+                return QUIET
+            case other:
+                return Ignore("unknown_event", f"unknown event {other[:40]!r}")
+
+    def _start(self, msg: dict[str, Any]) -> StreamStart | Refuse:
+        call_id = msg.get(CALL_HEADER)
+        if not isinstance(call_id, str) or not call_id:
+            return Refuse(f"websocket:connected without the {CALL_HEADER!r} header")
+        fmt = FORMATS.get(str(msg.get("content-type")).replace(" ", "").lower())
+        if fmt is None:
+            return Refuse(f"unsupported content-type {msg.get('content-type')!r:.80}")
+        self.call_id = call_id
+        per_ms = fmt.rate * fmt.bytes_per_sample / 1000
+        frame = int(FRAME_MS * per_ms)
+        self.playout = Playout(Chunker(frame, frame), per_ms)
+        params = {k: v for k, v in msg.items() if k in ("token", "instructions")}
+        return StreamStart(call_id, call_id, params, fmt.value)
+
+    def _notify(self, payload: object) -> Inbound:
+        assert self.playout is not None  # started
+        name = payload.get("name") if isinstance(payload, dict) else None
+        if not isinstance(name, str):
+            return Ignore("notify_type", "a notify whose payload has no string name")
+        if not self.playout.playback.played(name):
+            return Ignore("foreign_notify", f"notify {name[:80]!r}, not one of ours")
+        return QUIET
+
+    # -- out -------------------------------------------------------------------------
+
+    def render(self, out: Outbound) -> Rendered:
+        ev = out.event()  # as built: parsed only for a replay, read back from the journal
+        playout = self.playout
+        if playout is None or not isinstance(ev, dict):
+            return NOTHING  # not started: no stream to speak to
+        match ev.get("type"):
+            case E.AUDIO_DELTA:
+                return self._frames(playout.delta(ev), playout.chunker.frame)
+            case E.AUDIO_DONE:
+                return self._frames(playout.done(ev), playout.chunker.frame)
+            case E.SPEECH_STARTED:
+                return self._barge_in(playout)
+            case "error":
+                log.info("call %s: session error %s", self.call_id, ev.get("error"))
+        return NOTHING
+
+    def _frames(self, chunk: Chunk | None, step: int) -> Rendered:
+        """A chunk as Vonage takes it: one binary message a frame, then its notify."""
+        if chunk is None:
+            return NOTHING
+        frames: list[Frame] = [chunk.audio[i:i + step] for i in range(0, len(chunk.audio), step)]
+        frames.append(json.dumps({"action": "notify", "payload": {"name": chunk.point}}))
+        return Rendered(tuple(frames))
+
+    def _barge_in(self, playout: Playout) -> Rendered:
+        truncate = playout.barge_in()
+        reply = playout.playback.reply
+        if truncate is None or reply is None:
+            return NOTHING  # nothing of ours is still buffered at Vonage
+        log.info("call %s: barge-in; %s heard %d of %.0f ms", self.call_id,
+                 reply.response_id, truncate.audio_end_ms, reply.sent_ms)
+        return Rendered((CLEAR,), truncate)
+
+    def ends_session(self, close_code: int) -> str | None:
+        """Vonage hangs up by closing the socket normally; any other close is a
+        dropped socket, whose session waits to be resumed."""
+        return "vonage_hangup" if close_code == CloseCode.NORMAL else None

@@ -1,0 +1,109 @@
+"""What every emulated carrier does with our audio: play it at real time, and say so.
+
+A carrier buffers the media we send and plays it in order, at real time; when
+it reaches a named point we put after a chunk (Twilio, Telnyx and Exotel: a
+``mark``; Plivo: a ``checkpoint``) it acknowledges it. On a clear it drops what
+is buffered: Twilio and Telnyx then acknowledge the pending points at once,
+Plivo never does (it acknowledges a checkpoint only once what came before it
+has been played). ``Playout`` is that buffer; an emulator feeds it what it
+reads and gives it the carrier's way of acknowledging.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+Ack = Callable[[str], Awaitable[None]]
+
+
+class Playout:
+    """One stream's playback buffer at the carrier."""
+
+    def __init__(self, ack: Ack, bytes_per_ms: float, *, acks_flushed: bool) -> None:
+        self.ack = ack  # sends the carrier's acknowledgement of a point
+        self.bytes_per_ms = bytes_per_ms
+        self.acks_flushed = acks_flushed  # a clear acknowledges the pending points
+        self.audio = bytearray()  # every byte of audio we sent
+        self.sent: list[str] = []  # the points we named, in order
+        self.played: list[str] = []  # acknowledged after playing
+        self.flushed: list[str] = []  # dropped by a clear (acknowledged or not)
+        self.played_before_clear: list[str] | None = None  # played when the 1st clear came
+        self.clears = 0
+        self.changed = asyncio.Condition()
+        self._buffer: deque[tuple[str, Any]] = deque()
+        self._flush = asyncio.Event()
+
+    async def audio_in(self, data: bytes) -> None:
+        self.audio += data
+        self._buffer.append(("audio", len(data) / self.bytes_per_ms))
+        await self._notify()
+
+    async def point_in(self, name: str) -> None:
+        self.sent.append(name)
+        self._buffer.append(("point", name))
+        await self._notify()
+
+    async def clear(self) -> None:
+        self.clears += 1
+        if self.played_before_clear is None:
+            self.played_before_clear = list(self.played)
+        pending = [v for k, v in self._buffer if k == "point"]
+        self._buffer.clear()
+        self._flush.set()
+        self.flushed += pending
+        if self.acks_flushed:
+            for name in pending:
+                await self.ack(name)
+        await self._notify()
+
+    async def play(self) -> None:
+        """Play forever (a task): real time, cut short by a clear."""
+        while True:
+            async with self.changed:
+                await self.changed.wait_for(lambda: bool(self._buffer))
+            kind, value = self._buffer.popleft()
+            if kind == "audio":
+                self._flush.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._flush.wait(), value / 1000.0)
+                continue
+            self.played.append(value)
+            await self.ack(value)
+            await self._notify()
+
+    async def _notify(self) -> None:
+        async with self.changed:
+            self.changed.notify_all()
+
+    # -- what the tests wait on and read -------------------------------------------------
+
+    async def until(self, predicate: Callable[[], bool], timeout: float = 20.0) -> None:
+        async with self.changed:
+            await asyncio.wait_for(self.changed.wait_for(predicate), timeout)
+
+    def response_ids(self) -> list[str]:
+        seen: list[str] = []
+        for name in self.sent:
+            rid = name.rpartition(":")[0]
+            if rid not in seen:
+                seen.append(rid)
+        return seen
+
+    def points_of(self, response_id: str) -> list[str]:
+        return [n for n in self.sent if n.rpartition(":")[0] == response_id]
+
+    async def heard(self, turn: int, ms: float) -> str:
+        """Wait until ``ms`` of the reply to ``turn`` has played; its response id."""
+        await self.until(lambda: len(self.response_ids()) >= turn)
+        rid = self.response_ids()[turn - 1]
+        await self.until(lambda: any(point_ms(n) >= ms - 1 for n in self.played
+                                     if n.startswith(rid + ":")))
+        return rid
+
+
+def point_ms(name: str) -> float:
+    return float(name.rpartition(":")[2])
