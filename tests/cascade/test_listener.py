@@ -17,13 +17,8 @@ from effect_helpers import commit, discard
 from duplex.fence import Fence
 from engines.stages import StageResult
 from plugins.base import AudioUnit, Pcm, Transcript, WordsHeard
-from plugins.cascade.listener import (
-    MAX_TURN_S,
-    ListenerModel,
-    ListenState,
-    WhisperAsr,
-    speech_span,
-)
+from plugins.cascade.asr import MAX_TURN_S, WhisperAsr
+from plugins.cascade.listener import ListenerModel, ListenState, speech_span
 from plugins.cascade.payloads import Draft, UserTurn
 from plugins.cascade.projection import project
 
