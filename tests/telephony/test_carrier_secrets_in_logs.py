@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import websockets
-from carrier_playout import pcm_silence, pcm_tone
+from carrier_emulator import pcm_silence, pcm_tone
 from exotel_emulator import CREDENTIALS, ExotelCall, basic
 from gateway_process import GatewayProcess
 from redis_server import RedisServer
