@@ -173,8 +173,11 @@ async def test_junk_does_not_end_the_call(exotel_gw: GatewayProcess) -> None:
         await call.close()
 
 
-@pytest.mark.parametrize("headers", [{}, basic("exotel-key:wrong"), {"Authorization": "Basic %%"},
-                                     {"Authorization": "Bearer " + CREDENTIALS}])
+@pytest.mark.parametrize("headers", [
+    {}, basic("exotel-key:wrong"), {"Authorization": "Basic %%"},
+    {"Authorization": "Bearer " + CREDENTIALS},
+    # the one other way past Basic auth is another gateway's relay proof: forged here
+    {"x-duplex-relayed-by": "gw", "x-duplex-relay-proof": "0" * 64}])
 async def test_streams_without_exotel_s_credentials_are_refused(
         exotel_gw: GatewayProcess, headers: dict[str, str]) -> None:
     ws = await websockets.connect(url(exotel_gw), additional_headers=headers)
