@@ -55,6 +55,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -294,7 +295,7 @@ async def run(calls: list[int], seconds: float, probes: int, carriers: list[Carr
                     f"ws://{address}/v1/realtime", seconds, off))
                 for carrier in carriers:
                     await phase(carrier.name, n, seconds, proc.pid,
-                                lambda off, c=carrier: carrier_call(c, base, seconds, off))
+                                partial(carrier_call, carrier, base, seconds))
         finally:
             proc.terminate()
             proc.wait(15)
