@@ -2,11 +2,12 @@
 
 A carrier buffers the media we send and plays it in order, at real time; when
 it reaches a named point we put after a chunk (Twilio, Telnyx and Exotel: a
-``mark``; Plivo: a ``checkpoint``) it acknowledges it. On a clear it drops what
-is buffered: Twilio and Telnyx then acknowledge the pending points at once,
-Plivo never does (it acknowledges a checkpoint only once what came before it
-has been played). ``Playout`` is that buffer; an emulator feeds it what it
-reads and gives it the carrier's way of acknowledging.
+``mark``; Plivo: a ``checkpoint``; Vonage: a ``notify``) it acknowledges it. On
+a clear it drops what is buffered: Twilio, Telnyx and Exotel then acknowledge
+the pending points at once, Plivo and Vonage never do (they acknowledge a point
+only once what came before it has been played). ``Playout`` is that buffer, the
+one every emulator uses; an emulator feeds it what it reads and gives it the
+carrier's way of acknowledging.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import contextlib
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+import numpy as np
 
 Ack = Callable[[str], Awaitable[None]]
 
@@ -28,6 +31,7 @@ class Playout:
         self.bytes_per_ms = bytes_per_ms
         self.acks_flushed = acks_flushed  # a clear acknowledges the pending points
         self.audio = bytearray()  # every byte of audio we sent
+        self.chunk_sizes: list[int] = []  # of each audio message, as sent
         self.sent: list[str] = []  # the points we named, in order
         self.played: list[str] = []  # acknowledged after playing
         self.flushed: list[str] = []  # dropped by a clear (acknowledged or not)
@@ -39,13 +43,14 @@ class Playout:
 
     async def audio_in(self, data: bytes) -> None:
         self.audio += data
+        self.chunk_sizes.append(len(data))
         self._buffer.append(("audio", len(data) / self.bytes_per_ms))
-        await self._notify()
+        await self.notify()
 
     async def point_in(self, name: str) -> None:
         self.sent.append(name)
         self._buffer.append(("point", name))
-        await self._notify()
+        await self.notify()
 
     async def clear(self) -> None:
         self.clears += 1
@@ -58,7 +63,7 @@ class Playout:
         if self.acks_flushed:
             for name in pending:
                 await self.ack(name)
-        await self._notify()
+        await self.notify()
 
     async def play(self) -> None:
         """Play forever (a task): real time, cut short by a clear."""
@@ -73,9 +78,10 @@ class Playout:
                 continue
             self.played.append(value)
             await self.ack(value)
-            await self._notify()
+            await self.notify()
 
-    async def _notify(self) -> None:
+    async def notify(self) -> None:
+        """Wake whoever waits in ``until`` (an emulator calls it for what it reads too)."""
         async with self.changed:
             self.changed.notify_all()
 
@@ -84,6 +90,10 @@ class Playout:
     async def until(self, predicate: Callable[[], bool], timeout: float = 20.0) -> None:
         async with self.changed:
             await asyncio.wait_for(self.changed.wait_for(predicate), timeout)
+
+    def played_ms(self) -> float:
+        """How far into its reply the last acknowledged point is."""
+        return point_ms(self.played[-1]) if self.played else 0.0
 
     def response_ids(self) -> list[str]:
         seen: list[str] = []
@@ -107,3 +117,13 @@ class Playout:
 
 def point_ms(name: str) -> float:
     return float(name.rpartition(":")[2])
+
+
+def pcm_tone(seconds: float, rate: int, freq: float = 440.0, amplitude: float = 0.3) -> bytes:
+    """A tone as 16-bit little-endian PCM (what the L16 carriers' callers say)."""
+    t = np.arange(int(rate * seconds)) / rate
+    return (amplitude * 32767 * np.sin(2 * np.pi * freq * t)).astype("<i2").tobytes()
+
+
+def pcm_silence(seconds: float, rate: int) -> bytes:
+    return bytes(2 * int(rate * seconds))

@@ -17,8 +17,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import websockets
-from carrier_playout import CarrierPlayout
+from carrier_emulator import Playout
 from websockets.asyncio.client import ClientConnection
 
 RATE = 8000
@@ -45,7 +46,7 @@ class ExotelCall:
     received: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.playout = CarrierPlayout(RATE * 2 / 1000, self._ack, acks_pending_on_clear=True)
+        self.playout = Playout(self._ack, RATE * 2 / 1000, acks_flushed=True)
         self._tasks: list[asyncio.Task[None]] = []
 
     @classmethod
@@ -58,6 +59,10 @@ class ExotelCall:
         call = cls(ws, call_sid or new_sid())
         await call.start(parameters or {}, media_format)
         return call
+
+    def pcm(self) -> np.ndarray:
+        """Every reply byte we were sent, as the 16-bit PCM it is."""
+        return np.frombuffer(bytes(self.playout.audio), dtype="<i2").astype(np.int16)
 
     # -- Exotel → gateway ------------------------------------------------------------
 
@@ -120,9 +125,8 @@ class ExotelCall:
             self.received.append(msg)
             match msg["event"]:
                 case "media":
-                    self.playout.audio_in(base64.b64decode(msg["media"]["payload"]))
+                    await self.playout.audio_in(base64.b64decode(msg["media"]["payload"]))
                 case "mark":
-                    self.playout.point_in(msg["mark"]["name"])
+                    await self.playout.point_in(msg["mark"]["name"])
                 case "clear":
                     await self.playout.clear()
-            await self.playout.notify()

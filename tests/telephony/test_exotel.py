@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import websockets
-from carrier_playout import pcm_silence, pcm_tone, point_ms
+from carrier_emulator import pcm_silence, pcm_tone, point_ms
 from exotel_emulator import CREDENTIALS, RATE, ExotelCall, basic
 from gateway_process import GatewayProcess
 from redis_server import RedisServer
@@ -57,7 +57,7 @@ async def test_full_turn(exotel_gw: GatewayProcess, peek: Peek) -> None:
     try:
         await say_turn(call)
         rid = await p.heard(1, (4 + WORDS) * WORD_MS)
-        assert decode_turn(p.pcm(), RATE) == 1
+        assert decode_turn(call.pcm(), RATE) == 1
         # Exotel's sizes, in bytes: a multiple of 320, at least 3.2 KB
         assert all(n % 320 == 0 and n >= 3200 for n in p.chunk_sizes), p.chunk_sizes
         sent = p.points_of(rid)
@@ -129,7 +129,7 @@ async def test_a_dropped_socket_resumes_the_call(exotel_gw: GatewayProcess,
     try:
         await say_turn(second)
         await second.playout.heard(1, (4 + WORDS) * WORD_MS)
-        assert decode_turn(second.playout.pcm(), RATE) == 2  # the same conversation
+        assert decode_turn(second.pcm(), RATE) == 2  # the same conversation
         assert await peek.session_of(first.call_sid, "exotel") == sid
         types = [e["type"] for e in await peek.journal(str(sid))]
         assert types.count("session.created") == 1 and "session.closed" not in types
@@ -143,7 +143,7 @@ async def test_16_khz_streams_speak_16_khz(exotel_gw: GatewayProcess) -> None:
     try:
         await call.speak(pcm_tone(1.0, 16000) + pcm_silence(0.8, 16000), 16000)
         rid = await call.playout.heard(1, (4 + WORDS) * WORD_MS)
-        assert decode_turn(call.playout.pcm(), 16000) == 1  # the reply is 16 kHz too
+        assert decode_turn(call.pcm(), 16000) == 1  # the reply is 16 kHz too
         assert all(n % 320 == 0 and n >= 3200 for n in call.playout.chunk_sizes)
         # the marks count 16 kHz time: 32 bytes a millisecond
         assert point_ms(call.playout.points_of(rid)[-1]) == pytest.approx(
@@ -168,13 +168,16 @@ async def test_junk_does_not_end_the_call(exotel_gw: GatewayProcess) -> None:
         await call.ws.send(b"\x00\x01binary")
         await say_turn(call)
         await call.playout.heard(1, (4 + WORDS) * WORD_MS)
-        assert decode_turn(call.playout.pcm(), RATE) == 1
+        assert decode_turn(call.pcm(), RATE) == 1
     finally:
         await call.close()
 
 
-@pytest.mark.parametrize("headers", [{}, basic("exotel-key:wrong"), {"Authorization": "Basic %%"},
-                                     {"Authorization": "Bearer " + CREDENTIALS}])
+@pytest.mark.parametrize("headers", [
+    {}, basic("exotel-key:wrong"), {"Authorization": "Basic %%"},
+    {"Authorization": "Bearer " + CREDENTIALS},
+    # the one other way past Basic auth is another gateway's relay proof: forged here
+    {"x-duplex-relayed-by": "gw", "x-duplex-relay-proof": "0" * 64}])
 async def test_streams_without_exotel_s_credentials_are_refused(
         exotel_gw: GatewayProcess, headers: dict[str, str]) -> None:
     ws = await websockets.connect(url(exotel_gw), additional_headers=headers)
@@ -216,7 +219,7 @@ async def test_a_second_stream_on_another_process_is_relayed_to_the_owner(
         assert first.ws.close_code == 4000  # replaced by its owner, A
         await say_turn(second)
         await second.playout.heard(1, (4 + WORDS) * WORD_MS)
-        assert decode_turn(second.playout.pcm(), RATE) == 2
+        assert decode_turn(second.pcm(), RATE) == 2
         meta = await peek.raw.hgetall(f"dg:{{{sid}}}:meta")
         assert (meta["owner"], meta["incarnation"]) == (await a.owner(), "1")
         assert await b.metric("duplex_resumes_relayed_total") == 1

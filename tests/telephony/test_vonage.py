@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 import websockets
-from carrier_playout import pcm_silence, pcm_tone, point_ms
+from carrier_emulator import pcm_silence, pcm_tone, point_ms
 from gateway_process import GatewayProcess
 from redis_server import RedisServer
 from twilio_helpers import Peek
@@ -76,7 +76,7 @@ async def test_full_turn_and_hang_up(vonage_gw: GatewayProcess, peek: Peek) -> N
     try:
         await say_turn(call)
         rid = await p.heard(1, (4 + WORDS) * WORD_MS)
-        assert decode_turn(p.pcm(), RATE) == 1
+        assert decode_turn(call.pcm(), RATE) == 1
         assert call.odd_frames == 0 and set(p.chunk_sizes) == {640}  # one frame a message
         sent = p.points_of(rid)
         assert sent and p.played[-len(sent):] == sent  # every notify echoed, in order
@@ -154,7 +154,7 @@ async def test_a_dropped_socket_resumes_the_call(vonage_gw: GatewayProcess,
     try:
         await say_turn(second)
         await second.playout.heard(1, (4 + WORDS) * WORD_MS)
-        assert decode_turn(second.playout.pcm(), RATE) == 2  # the same conversation
+        assert decode_turn(second.pcm(), RATE) == 2  # the same conversation
         assert await peek.session_of(first.call_id, "vonage") == sid
         types = [e["type"] for e in await peek.journal(str(sid))]
         assert types.count("session.created") == 1 and "session.closed" not in types
@@ -174,7 +174,7 @@ async def test_junk_does_not_end_the_call(vonage_gw: GatewayProcess) -> None:
         await call.ws.send(b"\x00\x01\x02")  # an odd byte count
         await say_turn(call)
         await call.playout.heard(1, (4 + WORDS) * WORD_MS)
-        assert decode_turn(call.playout.pcm(), RATE) == 1
+        assert decode_turn(call.pcm(), RATE) == 1
     finally:
         await call.close()
 
@@ -249,7 +249,7 @@ async def test_a_second_stream_on_another_process_is_relayed_to_the_owner(
         assert first.ws.close_code == 4000  # replaced by its owner, A
         await say_turn(second)
         await second.playout.heard(1, (4 + WORDS) * WORD_MS)
-        assert decode_turn(second.playout.pcm(), RATE) == 2
+        assert decode_turn(second.pcm(), RATE) == 2
         meta = await peek.raw.hgetall(f"dg:{{{sid}}}:meta")
         assert (meta["owner"], meta["incarnation"]) == (await a.owner(), "1")
         assert await b.metric("duplex_resumes_relayed_total") == 1

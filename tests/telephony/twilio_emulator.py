@@ -3,8 +3,9 @@
 Inbound: string ``sequenceNumber`` counting every message, per-track
 ``media.chunk``, ``media.timestamp`` in ms since the stream started, 20 ms μ-law
 frames of 160 bytes. Outbound: it buffers our ``media``, "plays" it at real
-time, and echoes each ``mark`` once the audio before it has played; on
-``clear`` it drops what is buffered and echoes the pending marks at once.
+time (``carrier_emulator.Playout``, as every emulator does), and echoes each
+``mark`` once the audio before it has played; on ``clear`` it drops what is
+buffered and echoes the pending marks at once.
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ import json
 import re
 import secrets
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import numpy as np
 import websockets
+from carrier_emulator import Playout
 from websockets.asyncio.client import ClientConnection
 
 from gateway.audio import ulaw_decode, ulaw_encode
@@ -78,17 +79,33 @@ class Emulator:
     chunk: int = 0
     started_at: float = 0.0
     received: list[dict[str, Any]] = field(default_factory=list)
-    audio: bytearray = field(default_factory=bytearray)  # every outbound payload
-    played_marks: list[str] = field(default_factory=list)  # echoed after playing
-    flushed_marks: list[str] = field(default_factory=list)  # echoed because of a clear
-    marks_before_clear: list[str] | None = None  # played_marks when the 1st clear came
-    clears: int = 0
 
     def __post_init__(self) -> None:
-        self._buffer: deque[tuple[str, Any]] = deque()
-        self._changed = asyncio.Condition()
-        self._flush = asyncio.Event()
+        # Twilio plays our media at real time, echoes each mark once played, and on
+        # a clear drops the buffer and echoes the pending marks at once
+        self.playout = Playout(self._ack, 8.0, acks_flushed=True)
         self._tasks: list[asyncio.Task[None]] = []
+
+    # what the tests read, kept under Twilio's names
+    @property
+    def audio(self) -> bytearray:  # every outbound payload
+        return self.playout.audio
+
+    @property
+    def played_marks(self) -> list[str]:  # echoed after playing
+        return self.playout.played
+
+    @property
+    def flushed_marks(self) -> list[str]:  # echoed because of a clear
+        return self.playout.flushed
+
+    @property
+    def marks_before_clear(self) -> list[str] | None:  # played_marks at the 1st clear
+        return self.playout.played_before_clear
+
+    @property
+    def clears(self) -> int:
+        return self.playout.clears
 
     @classmethod
     async def dial(cls, twiml: TwiML, call_sid: str, *, ws_url: str | None = None,
@@ -114,7 +131,8 @@ class Emulator:
             "accountSid": "AC" + "0" * 32, "streamSid": self.stream_sid,
             "callSid": self.call_sid, "tracks": ["inbound"], "customParameters": parameters,
             "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1}})
-        self._tasks = [asyncio.create_task(self._read()), asyncio.create_task(self._play())]
+        self._tasks = [asyncio.create_task(self._read()),
+                       asyncio.create_task(self.playout.play())]
 
     async def speak(self, ulaw: bytes, *, realtime: bool = False) -> None:
         """Send ``ulaw`` as 20 ms media frames (at Twilio's cadence with ``realtime``)."""
@@ -144,6 +162,9 @@ class Emulator:
 
     # -- gateway → Twilio --------------------------------------------------------------
 
+    async def _ack(self, name: str) -> None:
+        await self._send("mark", mark={"name": name})
+
     async def _read(self) -> None:
         async for raw in self.ws:
             msg = json.loads(raw)
@@ -151,51 +172,20 @@ class Emulator:
             self.received.append(msg)
             match msg["event"]:
                 case "media":
-                    payload = base64.b64decode(msg["media"]["payload"])
-                    self.audio += payload
-                    self._buffer.append(("audio", len(payload) / 8.0))
+                    await self.playout.audio_in(base64.b64decode(msg["media"]["payload"]))
                 case "mark":
-                    self._buffer.append(("mark", msg["mark"]["name"]))
+                    await self.playout.point_in(msg["mark"]["name"])
                 case "clear":
-                    await self._clear()
-            async with self._changed:
-                self._changed.notify_all()
-
-    async def _clear(self) -> None:
-        self.clears += 1
-        if self.marks_before_clear is None:
-            self.marks_before_clear = list(self.played_marks)
-        pending = [v for k, v in self._buffer if k == "mark"]
-        self._buffer.clear()
-        self._flush.set()
-        for name in pending:
-            self.flushed_marks.append(name)
-            await self._send("mark", mark={"name": name})
-
-    async def _play(self) -> None:
-        while True:
-            async with self._changed:
-                await self._changed.wait_for(lambda: bool(self._buffer))
-            kind, value = self._buffer.popleft()
-            if kind == "audio":
-                self._flush.clear()
-                # "playing": real time, cut short by a clear
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._flush.wait(), value / 1000.0)
-                continue
-            self.played_marks.append(value)
-            await self._send("mark", mark={"name": value})
-            async with self._changed:
-                self._changed.notify_all()
+                    await self.playout.clear()
+            await self.playout.notify()
 
     # -- waiting on what the gateway did ------------------------------------------------
 
     async def until(self, predicate: Any, timeout: float = 20.0) -> None:
-        async with self._changed:
-            await asyncio.wait_for(self._changed.wait_for(predicate), timeout)
+        await self.playout.until(predicate, timeout)
 
     def played_ms(self) -> float:
-        return mark_ms(self.played_marks[-1]) if self.played_marks else 0.0
+        return self.playout.played_ms()
 
     def marks_of(self, response_id: str) -> list[str]:
         return [m["mark"]["name"] for m in self.received

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import numpy as np
 import websockets
-from carrier_playout import CarrierPlayout
+from carrier_emulator import Playout
 from websockets.asyncio.client import ClientConnection
 
 from gateway.telephony.vonage import sign
@@ -63,7 +64,7 @@ class VonageCall:
     odd_frames: int = 0  # binary messages that were not one whole frame
 
     def __post_init__(self) -> None:
-        self.playout = CarrierPlayout(RATE * 2 / 1000, self._ack, acks_pending_on_clear=False)
+        self.playout = Playout(self._ack, RATE * 2 / 1000, acks_flushed=False)
         self._tasks: list[asyncio.Task[None]] = []
 
     @classmethod
@@ -79,6 +80,10 @@ class VonageCall:
     @property
     def call_id(self) -> str:
         return str(self.endpoint["headers"]["call"])
+
+    def pcm(self) -> np.ndarray:
+        """Every reply byte we were sent, as the 16-bit PCM it is."""
+        return np.frombuffer(bytes(self.playout.audio), dtype="<i2").astype(np.int16)
 
     # -- Vonage → gateway ------------------------------------------------------------
 
@@ -122,15 +127,14 @@ class VonageCall:
         async for raw in self.ws:
             if isinstance(raw, bytes):
                 self.odd_frames += len(raw) != FRAME_BYTES
-                self.playout.audio_in(raw)
+                await self.playout.audio_in(raw)
             else:
                 msg = json.loads(raw)
                 self.texts.append(msg)
                 if msg.get("action") == "notify":
-                    self.playout.point_in(msg["payload"]["name"])
+                    await self.playout.point_in(msg["payload"]["name"])
                 elif msg.get("action") == "clear":
                     await self.playout.clear()
                     await self.ws.send(json.dumps({"event": "websocket:cleared"}))
-            await self.playout.notify()
 
 

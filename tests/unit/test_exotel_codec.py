@@ -68,6 +68,12 @@ def test_nothing_exotel_sends_raises_or_ends_the_call_but_stop(
             assert start  # nothing is the session's before the start
 
 
+def test_no_close_ends_the_call_only_stop_does() -> None:
+    # a dropped socket, even a normal close, leaves the session for the call's next stream
+    for code in (1000, 1001, 1006, 1011, 4000):
+        assert started().ends_session(code) is None
+
+
 @st.composite
 def server_events(draw: st.DrawFn) -> dict[str, Any]:
     kinds = st.sampled_from(["response.output_audio.delta", "response.output_audio.done",
