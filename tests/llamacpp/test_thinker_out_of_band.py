@@ -52,7 +52,9 @@ class Chat:
         self.turn = 0
 
     async def open(self, *items: HistoryItem) -> None:
-        await self.t.engine.submit_initial(self.rid, self.fence, Context("Be brief.", items))
+        # instructions of its own: no other chat's cache serves this one
+        instructions = f"Be brief. This is conversation {self.rid[4:12]}."
+        await self.t.engine.submit_initial(self.rid, self.fence, Context(instructions, items))
 
     async def say(self, text: str) -> tuple[str, float]:
         self.turn += 1
