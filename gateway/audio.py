@@ -127,11 +127,14 @@ def alaw_decode(codes: _U8) -> Pcm:
     return np.take(ALAW_TABLE, codes)
 
 
+_G711 = (AudioFormat.PCMU, AudioFormat.PCMA)  # one byte a sample; every other is 16-bit
+
+
 def from_wire(data: bytes, fmt: AudioFormat) -> Pcm:
     """Wire bytes → int16 PCM at ``fmt.rate`` (no resampling). PCM16 comes back as a
     read-only view of ``data`` where the machine is little-endian, as the wire is (no
     copy for 50 appends a second a session; nothing downstream writes to its input)."""
-    if fmt.bytes_per_sample == 2:
+    if fmt not in _G711:  # 16-bit linear (an identity test, not a property: 50 a second)
         if len(data) % 2:
             raise InvalidRequest(
                 f"{fmt.value} is 16-bit: got {len(data)} bytes, an odd count",
@@ -145,7 +148,7 @@ def from_wire(data: bytes, fmt: AudioFormat) -> Pcm:
 
 def to_wire(pcm: Pcm, fmt: AudioFormat) -> bytes:
     """int16 PCM already at ``fmt.rate`` → wire bytes."""
-    if fmt.bytes_per_sample == 2:
+    if fmt not in _G711:
         return pcm.astype("<i2").tobytes()
     codes = ulaw_encode(pcm) if fmt is AudioFormat.PCMU else alaw_encode(pcm)
     return codes.tobytes()

@@ -160,7 +160,9 @@ class SessionMachine:
         if not len(pcm):
             return
         self.core.audio_appended(1000.0 * len(pcm) / self.audio.input_rate)
-        yield from self._turn_events(self.audio.hear(pcm))
+        heard = self.audio.hear(pcm)
+        if heard:  # rarely: no generator a frame for nothing (50 appends a second)
+            yield from self._turn_events(heard)
         submissions = self.plan.audio(pcm, self._view)
         if submissions:
             yield Submit(self.core.fence, submissions)
