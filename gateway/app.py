@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
-from gateway import heap
+from gateway import heap, tracing
 from gateway.auth import AccessPolicy
 from gateway.config import GatewayConfig
 from gateway.gateway import Gateway
@@ -102,6 +102,7 @@ def create_app(config: GatewayConfig, *, on_ready: str | None = None,
                              ("Exotel", exotel.off_reason(config))):
             if why:
                 log.info("the %s routes (/v1/%s/*) are off: %s", carrier, carrier.lower(), why)
+        tracing.start(config)
         async with asyncio.TaskGroup() as tg:
             await gateway.start(tg)
             announcer = tg.create_task(_announce(gateway, on_ready, settle_heap))
@@ -110,6 +111,7 @@ def create_app(config: GatewayConfig, *, on_ready: str | None = None,
             finally:
                 announcer.cancel()
                 await gateway.stop()
+                await asyncio.to_thread(tracing.stop)  # what is buffered goes out
 
     routes = [
         Route("/healthz", healthz),

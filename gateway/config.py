@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from gateway import tracing
 from gateway.auth import parse_origins
 
 ENV_PREFIX = "DUPLEX_GATEWAY_"
@@ -72,6 +73,7 @@ class GatewayConfig:
     workers: int = 1
     loop: str = "auto"
     ws_compression: str = "deflate"
+    otel: str | None = None
 
     @property
     def tls(self) -> bool:
@@ -195,6 +197,12 @@ _FLAGS: dict[str, tuple[Any, str]] = {
                             "half the bytes of base64 speech, for ~50 KB more memory a "
                             "session and a compression of every message each way: "
                             "bench/README.md); none: decline it"),
+    "otel": (str, "export an OpenTelemetry trace of each reply (its split: turn detection, "
+                  "transcribe, each stage's first output, first audio; ids, never words "
+                  "or audio) by OTLP/HTTP to this endpoint, e.g. http://localhost:4318 "
+                  "(needs the otel extra; unset: on when OTEL_EXPORTER_OTLP_ENDPOINT or "
+                  "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set; OTEL_SERVICE_NAME names the "
+                  "service, duplex-gateway by default)"),
 }
 
 LOOPS = ("auto", "uvloop", "asyncio")
@@ -238,11 +246,11 @@ def from_args(args: argparse.Namespace, environ: dict[str, str] | None = None) -
     if "data_dir" not in values:
         values["data_dir"] = default_data_dir()
     config = GatewayConfig(**values)
-    _check(config)
+    _check(config, environ)
     return config
 
 
-def _check(config: GatewayConfig) -> None:
+def _check(config: GatewayConfig, environ: dict[str, str] | None = None) -> None:
     """Refuse values the gateway could only fail on later (SystemExit: one line)."""
     if config.redis_replica_acks is not None and config.redis_replica_acks < 0:
         raise SystemExit("--redis-replica-acks must be >= 0")
@@ -263,6 +271,7 @@ def _check(config: GatewayConfig) -> None:
         raise SystemExit(f"--ws-compression must be one of {', '.join(WS_COMPRESSION)}, "
                          f"not {config.ws_compression!r:.40}")
     _check_carriers(config)
+    tracing.require(config, environ)
     try:
         parse_origins(config.allowed_origins or "*")
     except ValueError as exc:

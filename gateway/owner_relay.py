@@ -32,6 +32,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
 from duplex.close_codes import CloseCode, close_reason, sendable
+from gateway import tracing
 from gateway.metrics import Metrics
 from gateway.transports.codec import Frame
 from gateway.transports.frames import SocketFrames
@@ -65,12 +66,14 @@ async def served_by_owner(client: SocketFrames, gateway: Gateway, session_id: st
     address = await gateway.owner_elsewhere(session_id)
     if address is None:
         return False
-    owner = await open_to_owner(f"{address.rstrip('/')}{path}", session_id,
-                                relayed_by=gateway.owner, headers=dict(headers),
-                                tls=relay_tls(gateway.config))
-    if owner is None:
-        return False
-    await relay(client, owner, first, gateway.metrics)
+    with tracing.relayed(session_id, client.ws.headers) as traced:
+        # the owner's turns join the relay's trace (W3C traceparent on the upgrade)
+        owner = await open_to_owner(f"{address.rstrip('/')}{path}", session_id,
+                                    relayed_by=gateway.owner, headers={**headers, **traced},
+                                    tls=relay_tls(gateway.config))
+        if owner is None:
+            return False
+        await relay(client, owner, first, gateway.metrics)
     return True
 
 

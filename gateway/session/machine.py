@@ -111,6 +111,7 @@ class SessionMachine:
             case ClientError():
                 yield Publish([event(ServerEvent.ERROR, error=item.error.to_wire())])
             case Attach():
+                self.replies.attached(item.attachment)
                 yield AttachSocket(item, self.core.session_object())
             case at.Recovery():
                 if item.lost_response_id is not None:

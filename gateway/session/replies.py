@@ -23,6 +23,7 @@ import pybase64
 from duplex.events import ServerEvent
 from duplex.fence import Fence
 from duplex.session import SessionCore
+from gateway import tracing
 from gateway.metrics import Metrics
 from gateway.session.audio import SessionAudio
 from gateway.session.items import Delta
@@ -91,6 +92,11 @@ class ReplyFeed:
         self._core, self._audio, self._rate = core, audio, audio.output_rate
         self._timings, self._metrics, self._now = timings, metrics, now
         self.audio_at: float | None = None  # when the reply's first audio went (idle timeout)
+        self._socket = tracing.UNTRACED  # the attached socket, as its turns' traces name it
+
+    def attached(self, attachment: object) -> None:
+        """The session speaks through ``attachment`` from now on."""
+        self._socket = tracing.socket_trace(attachment)
 
     def started(self) -> None:
         """A reply starts: its time counts from now."""
@@ -125,6 +131,10 @@ class ReplyFeed:
                 split = self._timings.first_audio()
                 if split is not None:
                     self._metrics.observe_turn(split)
+                    response = self._core.response
+                    assert response is not None  # it took the audio
+                    tracing.turn(split, tracing.TurnIds(fence.session_id, response.id,
+                                                        fence.turn_id), self._socket)
 
 
 def words(text: str) -> list[str]:

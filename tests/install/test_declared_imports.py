@@ -5,7 +5,8 @@ An import that works here only because something else pulled the package in
 every ``import`` in the shipped packages, at any depth, and finds the
 distribution that provides it in this environment; that distribution must be
 in ``[project].dependencies``. The optional code (the cascade plugin and the
-vLLM and llama.cpp engines, whose packages are the ``[cpu]``/``[gpu]``/``[tts]`` extras) is
+vLLM and llama.cpp engines, whose packages are the ``[cpu]``/``[gpu]``/``[tts]`` extras,
+and ``gateway/tracing_otlp.py``, the ``[otel]`` extra's) is
 left out; the install tier imports it too, proving those imports are lazy.
 """
 
@@ -21,7 +22,7 @@ from gateway_process import REPO
 
 PACKAGES = ("duplex", "engines", "orchestrator", "plugins", "gateway", "web_demo")
 OPTIONAL = (REPO / "plugins" / "cascade", REPO / "engines" / "vllm.py",
-            REPO / "engines" / "llamacpp_server.py")
+            REPO / "engines" / "llamacpp_server.py", REPO / "gateway" / "tracing_otlp.py")
 # modules the code needs without an import statement of its own
 BY_NAME = {
     "python_multipart": "starlette's request.form(), in the Twilio voice webhook",
