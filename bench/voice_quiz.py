@@ -11,7 +11,7 @@ It starts its own cascade gateway (``--model``/``--threads`` set
 memory over several turns, instructions from ``session.update``), one voice per
 conversation, alternating piper's joe voice and espeak-ng (``-v en-us``),
 streamed at real time in 20 ms frames. Each reply's audio is transcribed by
-Whisper tiny.en and scored by its words. It prints:
+the listener's default Whisper (base) and scored by its words. It prints:
 
 - the score (right / scored), per kind and voice, and the misses;
 - mouth to ear (the question's last voiced sample, found by its energy, sent →
