@@ -47,8 +47,10 @@ def request_url(bridge: CallBridge, request: Request) -> str:
     return url + ("?" + request.url.query if request.url.query else "")
 
 
-def off_routes(carrier: str, webhook_path: str, stream_path: str) -> list[BaseRoute]:
-    """Routes that refuse everything: nothing could tell the carrier from anyone else."""
+def off_routes(carrier: str, webhook_path: str | None, stream_path: str,
+               methods: tuple[str, ...] = ("POST",)) -> list[BaseRoute]:
+    """Routes that refuse everything: nothing could tell the carrier from anyone else.
+    ``webhook_path`` None: the carrier has only a stream (Exotel)."""
 
     async def off_webhook(request: Request) -> Response:
         return text(f"the {carrier} routes are off on this gateway (its startup log "
@@ -57,5 +59,7 @@ def off_routes(carrier: str, webhook_path: str, stream_path: str) -> list[BaseRo
     async def off_stream(ws: WebSocket) -> None:
         await ws.close(CloseCode.POLICY)  # before the accept: the upgrade is answered 403
 
-    return [Route(webhook_path, off_webhook, methods=["POST"]),
-            WebSocketRoute(stream_path, off_stream)]
+    stream: list[BaseRoute] = [WebSocketRoute(stream_path, off_stream)]
+    if webhook_path is None:
+        return stream
+    return [Route(webhook_path, off_webhook, methods=list(methods)), *stream]

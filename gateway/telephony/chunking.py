@@ -1,15 +1,19 @@
 """Reply audio cut to a carrier's sizes: whole frames, at least a minimum, padded at
 the end. Pure; shared by the carriers that play raw PCM in fixed frames (Vonage:
-640-byte 20 ms messages; Exotel: multiples of 320 bytes, at least 100 ms)."""
+640-byte 20 ms messages; Exotel: multiples of 320 bytes, at least 100 ms), with
+the ``render`` they share (``ChunkedRender``)."""
 
 from __future__ import annotations
 
 import binascii
+from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
 from duplex import commands as c
 from gateway.telephony.playback import Playback
+from gateway.telephony.server_events import CarrierRender
+from gateway.transports.codec import NOTHING, Rendered
 
 
 class Chunker:
@@ -97,3 +101,37 @@ class Playout:
             return None
         rid, item_id = self._reply
         return Chunk(audio, self.playback.sent(rid, item_id, len(audio)))
+
+
+class ChunkedRender(CarrierRender):
+    """The ``render`` of a carrier that plays our audio in chunks (``Playout``):
+    each delta's chunk and the reply's padded tail go out as the carrier puts
+    them (``_chunk_out``); a barge-in drops what is held and clears the carrier."""
+
+    playout: Playout | None  # once the start says the format
+
+    def _streaming(self) -> bool:
+        return self.playout is not None
+
+    def _audio(self, ev: dict[str, Any]) -> Rendered:
+        assert self.playout is not None  # streaming
+        chunk = self.playout.delta(ev)
+        return NOTHING if chunk is None else self._chunk_out(chunk)
+
+    def _audio_done(self, ev: dict[str, Any]) -> Rendered:
+        assert self.playout is not None  # streaming
+        chunk = self.playout.done(ev)
+        return NOTHING if chunk is None else self._chunk_out(chunk)
+
+    def _barge_in(self) -> Rendered:
+        playout = self.playout
+        assert playout is not None  # streaming
+        return self._cleared(playout.barge_in(), playout.playback.reply, self._clear())
+
+    @abstractmethod
+    def _chunk_out(self, chunk: Chunk) -> Rendered:
+        """A chunk and its playback point, as the carrier takes them."""
+
+    @abstractmethod
+    def _clear(self) -> str:
+        """The message that drops what the carrier still buffers."""

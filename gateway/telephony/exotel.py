@@ -19,8 +19,8 @@ import hmac
 from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket
 
-from duplex.close_codes import CloseCode
 from gateway.config import GatewayConfig
+from gateway.telephony.answer import off_routes
 from gateway.telephony.bridge import CallBridge
 from gateway.telephony.call_stream import stream_endpoint
 from gateway.telephony.exotel_codec import ExotelCodec
@@ -73,10 +73,6 @@ def off_reason(config: GatewayConfig) -> str | None:
 def exotel_routes(config: GatewayConfig) -> list[BaseRoute]:
     """The media stream; off (refusing every upgrade) without credentials."""
     if config.exotel_credentials is None:
-        return [WebSocketRoute(STREAM_PATH, _off_stream)]
+        return off_routes("Exotel", None, STREAM_PATH)
     bridge = CallBridge(config, Exotel(config.exotel_credentials))
     return [WebSocketRoute(STREAM_PATH, stream_endpoint(bridge))]
-
-
-async def _off_stream(ws: WebSocket) -> None:
-    await ws.close(CloseCode.POLICY)  # before the accept: the upgrade is answered 403

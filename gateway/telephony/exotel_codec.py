@@ -19,18 +19,14 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
 from typing import Any
 
 from duplex import commands as c
 from duplex import wire
 from duplex.config import AudioFormat
 from duplex.errors import InvalidRequest
-from duplex.events import E
-from gateway.outbound import Outbound
-from gateway.telephony.chunking import Chunk, Chunker, Playout
+from gateway.telephony.chunking import Chunk, ChunkedRender, Chunker, Playout
 from gateway.transports.codec import (
-    NOTHING,
     QUIET,
     Frame,
     Hangup,
@@ -42,8 +38,6 @@ from gateway.transports.codec import (
     Rendered,
     StreamStart,
 )
-
-log = logging.getLogger(__name__)
 
 CHUNK_STEP = 320  # Exotel's chunk sizes, as it states them: a multiple of 320 bytes
 LEAST_CHUNK = 3200  # and at least 3.2 KB (it calls that 100 ms; at 8 kHz it is 200)
@@ -64,7 +58,7 @@ def stream_format(media_format: object) -> AudioFormat | None:
     return LINEAR.get(rate)
 
 
-class ExotelCodec:
+class ExotelCodec(ChunkedRender):
     answers_late = False  # Exotel sends no commands that a refusal would answer
 
     def __init__(self, max_bytes: int) -> None:
@@ -151,37 +145,16 @@ class ExotelCodec:
 
     # -- out -------------------------------------------------------------------------
 
-    def render(self, out: Outbound) -> Rendered:
-        ev = out.event()  # as built: parsed only for a replay, read back from the journal
-        playout = self.playout
-        if playout is None or not isinstance(ev, dict):
-            return NOTHING  # not started: no stream to speak to
-        match ev.get("type"):
-            case E.AUDIO_DELTA:
-                return self._chunk(playout.delta(ev))
-            case E.AUDIO_DONE:
-                return self._chunk(playout.done(ev))
-            case E.SPEECH_STARTED:
-                return self._barge_in(playout)
-            case "error":
-                log.info("call %s: session error %s", self.call_sid, ev.get("error"))
-        return NOTHING
+    def _call(self) -> str:
+        return self.call_sid
 
-    def _chunk(self, chunk: Chunk | None) -> Rendered:
-        if chunk is None:
-            return NOTHING
+    def _chunk_out(self, chunk: Chunk) -> Rendered:
         payload = base64.b64encode(chunk.audio).decode()
         return Rendered((self._message({"event": "media", "media": {"payload": payload}}),
                          self._message({"event": "mark", "mark": {"name": chunk.point}})))
 
-    def _barge_in(self, playout: Playout) -> Rendered:
-        truncate = playout.barge_in()
-        reply = playout.playback.reply
-        if truncate is None or reply is None:
-            return NOTHING  # nothing of ours is still buffered at Exotel
-        log.info("call %s: barge-in; %s heard %d of %.0f ms", self.call_sid,
-                 reply.response_id, truncate.audio_end_ms, reply.sent_ms)
-        return Rendered((self._message({"event": "clear"}),), truncate)
+    def _clear(self) -> str:
+        return self._message({"event": "clear"})
 
     def _message(self, message: dict[str, Any]) -> str:
         return json.dumps({**message, "stream_sid": self.stream_sid})

@@ -18,7 +18,7 @@ from duplex import commands as c
 
 
 @dataclass(slots=True)
-class _Reply:
+class PlayedReply:
     """What of one response's audio went out, and what the carrier says was played."""
 
     response_id: str
@@ -33,12 +33,12 @@ class Playback:
 
     def __init__(self, bytes_per_ms: float) -> None:
         self.bytes_per_ms = bytes_per_ms  # of the audio as the carrier plays it
-        self.reply: _Reply | None = None
+        self.reply: PlayedReply | None = None
 
     def sent(self, response_id: str, item_id: str, nbytes: int) -> str:
         """``nbytes`` more of the reply went out: the name of the point after them."""
         if self.reply is None or self.reply.response_id != response_id:
-            self.reply = _Reply(response_id, item_id)
+            self.reply = PlayedReply(response_id, item_id)
         self.reply.sent_ms += nbytes / self.bytes_per_ms
         return f"{response_id}:{self.reply.sent_ms:.3f}"
 

@@ -24,12 +24,10 @@ per-call instruction override as hex (``instructionshex``).
 from __future__ import annotations
 
 import json
-import logging
 from typing import Any
 
 from duplex import commands as c
 from duplex.close_codes import CloseCode
-from gateway.outbound import Outbound
 from gateway.telephony.carrier_json import (
     audio_delta,
     base64_len,
@@ -39,6 +37,7 @@ from gateway.telephony.carrier_json import (
     read_event,
 )
 from gateway.telephony.playback import Playback
+from gateway.telephony.server_events import CarrierRender
 from gateway.transports.codec import (
     NOTHING,
     QUIET,
@@ -50,8 +49,6 @@ from gateway.transports.codec import (
     Rendered,
     StreamStart,
 )
-
-log = logging.getLogger(__name__)
 
 MULAW_BYTES_PER_MS = 8
 CONTENT_TYPE = "audio/x-mulaw"
@@ -89,7 +86,7 @@ def stream_parameters(raw: object, default_instructions: str) -> dict[str, str]:
     return params
 
 
-class PlivoCodec:
+class PlivoCodec(CarrierRender):
     answers_late = False  # Plivo sends no commands that a refusal would answer
 
     def __init__(self, max_bytes: int, instructions: str = "") -> None:
@@ -155,18 +152,11 @@ class PlivoCodec:
 
     # -- out -------------------------------------------------------------------------
 
-    def render(self, out: Outbound) -> Rendered:
-        ev = out.event()  # as built: parsed only for a replay, read back from the journal
-        if self.stream_id is None or not isinstance(ev, dict):
-            return NOTHING  # not started: no stream to speak to
-        kind = ev.get("type")
-        if kind == "response.output_audio.delta":
-            return self._audio(ev)
-        if kind == "input_audio_buffer.speech_started":
-            return self._barge_in()
-        if kind == "error":
-            log.info("call %s: session error %s", self.call_id, ev.get("error"))
-        return NOTHING
+    def _streaming(self) -> bool:
+        return self.stream_id is not None
+
+    def _call(self) -> str:
+        return self.call_id
 
     def _audio(self, ev: dict[str, Any]) -> Rendered:
         delta = audio_delta(ev)
@@ -180,14 +170,8 @@ class PlivoCodec:
         return Rendered((json.dumps(play), json.dumps(checkpoint)))
 
     def _barge_in(self) -> Rendered:
-        truncate = self.playback.barge_in()
-        if truncate is None or self.playback.reply is None:
-            return NOTHING  # nothing of ours is still buffered at Plivo
-        log.info("call %s: barge-in; %s heard %d of %.0f ms", self.call_id,
-                 self.playback.reply.response_id, truncate.audio_end_ms,
-                 self.playback.reply.sent_ms)
-        return Rendered((json.dumps({"event": "clearAudio", "streamId": self.stream_id}),),
-                        truncate)
+        return self._cleared(self.playback.barge_in(), self.playback.reply,
+                             json.dumps({"event": "clearAudio", "streamId": self.stream_id}))
 
     def ends_session(self, close_code: int) -> str | None:
         """Plivo ends a call by closing its stream: a normal close is the hang-up;

@@ -23,14 +23,12 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
 from typing import Any
 
 import numpy as np
 
 from duplex import commands as c
 from gateway.audio import StreamResampler
-from gateway.outbound import Outbound
 from gateway.telephony.carrier_json import (
     audio_delta,
     base64_len,
@@ -40,6 +38,7 @@ from gateway.telephony.carrier_json import (
     read_event,
 )
 from gateway.telephony.playback import Playback
+from gateway.telephony.server_events import CarrierRender
 from gateway.transports.codec import (
     NOTHING,
     QUIET,
@@ -53,8 +52,6 @@ from gateway.transports.codec import (
     Rendered,
     StreamStart,
 )
-
-log = logging.getLogger(__name__)
 
 SESSION_PCM_RATE = 24000  # the session's audio/pcm
 # Telnyx's encoding names → the session's format, where the session speaks it as is
@@ -79,7 +76,7 @@ class Linear16:
         return self._out.process(pcm).astype(">i2").tobytes()
 
 
-class TelnyxCodec:
+class TelnyxCodec(CarrierRender):
     answers_late = False  # Telnyx sends no commands that a refusal would answer
 
     def __init__(self, max_bytes: int) -> None:
@@ -169,18 +166,11 @@ class TelnyxCodec:
 
     # -- out -------------------------------------------------------------------------
 
-    def render(self, out: Outbound) -> Rendered:
-        ev = out.event()  # as built: parsed only for a replay, read back from the journal
-        if self.stream_id is None or not isinstance(ev, dict):
-            return NOTHING  # not started: no stream to speak to
-        kind = ev.get("type")
-        if kind == "response.output_audio.delta":
-            return self._audio(ev)
-        if kind == "input_audio_buffer.speech_started":
-            return self._barge_in()
-        if kind == "error":
-            log.info("call %s: session error %s", self.call_id, ev.get("error"))
-        return NOTHING
+    def _streaming(self) -> bool:
+        return self.stream_id is not None
+
+    def _call(self) -> str:
+        return self.call_id
 
     def _audio(self, ev: dict[str, Any]) -> Rendered:
         delta = audio_delta(ev)
@@ -201,13 +191,8 @@ class TelnyxCodec:
                          json.dumps({"event": "mark", "mark": {"name": name}})))
 
     def _barge_in(self) -> Rendered:
-        truncate = self.playback.barge_in()
-        if truncate is None or self.playback.reply is None:
-            return NOTHING  # nothing of ours is still buffered at Telnyx
-        log.info("call %s: barge-in; %s heard %d of %.0f ms", self.call_id,
-                 self.playback.reply.response_id, truncate.audio_end_ms,
-                 self.playback.reply.sent_ms)
-        return Rendered((json.dumps({"event": "clear"}),), truncate)
+        return self._cleared(self.playback.barge_in(), self.playback.reply,
+                             json.dumps({"event": "clear"}))
 
     def ends_session(self, close_code: int) -> str | None:
         """A dropped media socket detaches the call's session, whatever its code: a

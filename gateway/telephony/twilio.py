@@ -21,17 +21,16 @@ import hmac
 import logging
 import time
 from collections.abc import Iterable
-from xml.sax.saxutils import escape
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
-from duplex.close_codes import CloseCode
 from duplex.errors import DuplexError
 from gateway.auth import AccessPolicy
 from gateway.config import GatewayConfig
+from gateway.telephony.answer import off_routes, request_url, xml_attr
 from gateway.telephony.bridge import TOKEN_TTL_S, CallBridge
 from gateway.telephony.call_stream import stream_endpoint
 from gateway.telephony.tokens import mint_stream_token
@@ -83,8 +82,7 @@ def twilio_routes(access: AccessPolicy, config: GatewayConfig) -> list[BaseRoute
     """The webhook and the media stream; with ``access.twilio_off``, routes that
     refuse everything (nothing could tell Twilio from anyone else)."""
     if access.twilio_off:
-        return [Route(VOICE_PATH, _off_webhook, methods=["POST"]),
-                WebSocketRoute(STREAM_PATH, _off_stream)]
+        return off_routes("Twilio", VOICE_PATH, STREAM_PATH)
     bridge = CallBridge(config, Twilio(config))
 
     async def voice_webhook(request: Request) -> Response:
@@ -94,19 +92,6 @@ def twilio_routes(access: AccessPolicy, config: GatewayConfig) -> list[BaseRoute
             WebSocketRoute(STREAM_PATH, stream_endpoint(bridge))]
 
 
-async def _off_webhook(request: Request) -> Response:
-    return Response("the Twilio routes are off on this gateway (its startup log says why)",
-                    status_code=404, media_type="text/plain")
-
-
-async def _off_stream(ws: WebSocket) -> None:
-    await ws.close(CloseCode.POLICY)  # before the accept: the upgrade is answered 403
-
-
-def _attr(value: str) -> str:
-    """A double-quoted XML attribute (quoteattr may pick single quotes)."""
-    return '"' + escape(value, {'"': "&quot;"}) + '"'
-
 
 async def _voice_webhook(request: Request, bridge: CallBridge) -> Response:
     """``POST /v1/twilio/voice``: TwiML connecting the call to our media stream."""
@@ -114,9 +99,7 @@ async def _voice_webhook(request: Request, bridge: CallBridge) -> Response:
     params = [(k, v) for k, v in form.multi_items() if isinstance(v, str)]
     auth = bridge.config.twilio_auth_token
     if auth is not None:
-        url = bridge.public_base(request.url.scheme, request.url.netloc) + request.url.path
-        if request.url.query:
-            url += "?" + request.url.query
+        url = request_url(bridge, request)
         if not signature_ok(auth, url, params, request.headers.get("x-twilio-signature")):
             log.warning("twilio webhook refused: bad or missing X-Twilio-Signature for %s", url)
             return Response("invalid signature", status_code=403, media_type="text/plain")
@@ -133,9 +116,9 @@ async def _voice_webhook(request: Request, bridge: CallBridge) -> Response:
     token = mint_stream_token(secret, call_sid, instructions, int(time.time()) + TOKEN_TTL_S)
     stream_url = bridge.stream_url(request.url.scheme, request.url.netloc)
     twiml = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response><Connect>"
-             f"<Stream url={_attr(stream_url)}>"
-             f"<Parameter name=\"token\" value={_attr(token)}/>"
-             + (f"<Parameter name=\"instructions\" value={_attr(instructions)}/>"
+             f"<Stream url={xml_attr(stream_url)}>"
+             f"<Parameter name=\"token\" value={xml_attr(token)}/>"
+             + (f"<Parameter name=\"instructions\" value={xml_attr(instructions)}/>"
                 if instructions else "")
              + "</Stream></Connect></Response>")
     return Response(twiml, media_type="application/xml")

@@ -18,15 +18,14 @@ audio is base64 (checked), and the stream sid is JSON-encoded once, at ``start``
 from __future__ import annotations
 
 import json
-import logging
 import re
 from typing import Any
 
 from duplex import commands as c
 from duplex import wire
 from duplex.errors import InvalidRequest
-from gateway.outbound import Outbound
 from gateway.telephony.playback import Playback
+from gateway.telephony.server_events import CarrierRender
 from gateway.transports.codec import (
     NOTHING,
     QUIET,
@@ -41,14 +40,12 @@ from gateway.transports.codec import (
     StreamStart,
 )
 
-log = logging.getLogger(__name__)
-
 MULAW_BYTES_PER_MS = 8  # 8 kHz, one byte a sample
 AUDIO_FORMAT = "audio/pcmu"
 _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")  # needs no JSON escaping
 
 
-class TwilioCodec:
+class TwilioCodec(CarrierRender):
     answers_late = False  # Twilio sends no commands that a refusal would answer
 
     def __init__(self, max_bytes: int) -> None:
@@ -144,18 +141,11 @@ class TwilioCodec:
 
     # -- out -------------------------------------------------------------------------
 
-    def render(self, out: Outbound) -> Rendered:
-        ev = out.event()  # as built: parsed only for a replay, read back from the journal
-        if self.stream_sid is None or not isinstance(ev, dict):
-            return NOTHING  # not started: no stream to speak to
-        kind = ev.get("type")
-        if kind == "response.output_audio.delta":
-            return self._audio(ev)
-        if kind == "input_audio_buffer.speech_started":
-            return self._barge_in()
-        if kind == "error":
-            log.info("call %s: session error %s", self.call_sid, ev.get("error"))
-        return NOTHING
+    def _streaming(self) -> bool:
+        return self.stream_sid is not None
+
+    def _call(self) -> str:
+        return self.call_sid
 
     def _audio(self, ev: dict[str, Any]) -> Rendered:
         payload = ev.get("delta") or ""
@@ -178,13 +168,8 @@ class TwilioCodec:
         return self._mark_head + name[len(rid):] + self._sid_tail
 
     def _barge_in(self) -> Rendered:
-        truncate = self.playback.barge_in()
-        if truncate is None or self.playback.reply is None:
-            return NOTHING  # nothing of ours is still buffered at Twilio
-        log.info("call %s: barge-in; %s heard %d of %.0f ms", self.call_sid,
-                 self.playback.reply.response_id, truncate.audio_end_ms,
-                 self.playback.reply.sent_ms)
-        return Rendered((self._message({"event": "clear"}),), truncate)
+        return self._cleared(self.playback.barge_in(), self.playback.reply,
+                             self._message({"event": "clear"}))
 
     def _message(self, message: dict[str, Any]) -> str:
         return json.dumps({**message, "streamSid": self.stream_sid})

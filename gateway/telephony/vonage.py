@@ -29,9 +29,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
-from duplex.close_codes import CloseCode
 from duplex.errors import DuplexError
 from gateway.config import GatewayConfig
+from gateway.telephony.answer import off_routes, text
 from gateway.telephony.bridge import TOKEN_TTL_S, CallBridge
 from gateway.telephony.call_stream import stream_endpoint
 from gateway.telephony.tokens import mint_stream_token
@@ -124,8 +124,7 @@ def off_reason(config: GatewayConfig) -> str | None:
 def vonage_routes(config: GatewayConfig) -> list[BaseRoute]:
     """The answer webhook and the media stream; off without the signature secret."""
     if config.vonage_signature_secret is None:
-        return [Route(ANSWER_PATH, _off_webhook, methods=["GET", "POST"]),
-                WebSocketRoute(STREAM_PATH, _off_stream)]
+        return off_routes("Vonage", ANSWER_PATH, STREAM_PATH, methods=("GET", "POST"))
     bridge = CallBridge(config, Vonage(config.vonage_signature_secret))
 
     async def answer(request: Request) -> Response:
@@ -135,18 +134,6 @@ def vonage_routes(config: GatewayConfig) -> list[BaseRoute]:
             WebSocketRoute(STREAM_PATH, stream_endpoint(bridge))]
 
 
-async def _off_webhook(request: Request) -> Response:
-    return Response("the Vonage routes are off on this gateway (its startup log says why)",
-                    status_code=404, media_type="text/plain")
-
-
-async def _off_stream(ws: WebSocket) -> None:
-    await ws.close(CloseCode.POLICY)  # before the accept: the upgrade is answered 403
-
-
-def _text(status: int, text: str) -> Response:
-    return Response(text, status_code=status, media_type="text/plain")
-
 
 async def _answer(request: Request, bridge: CallBridge, secret: str) -> Response:
     """``/v1/vonage/answer``: the NCCO connecting the call to our media stream."""
@@ -154,29 +141,29 @@ async def _answer(request: Request, bridge: CallBridge, secret: str) -> Response
     why = jwt_refusal(secret, request.headers.get("authorization"), body, time.time())
     if why is not None:
         log.warning("vonage answer refused: %s", why)
-        return _text(401, "invalid signature")
+        return text("invalid signature", 401)
     fields: dict[str, Any] = dict(request.query_params)
     if body:
         try:
             posted = json.loads(body)
         except ValueError:
-            return _text(400, "the body is not JSON")
+            return text("the body is not JSON", 400)
         fields.update(posted if isinstance(posted, dict) else {})
     call_id = fields.get("uuid")
     if not isinstance(call_id, str) or not call_id:
-        return _text(400, "uuid is required")
+        return text("uuid is required", 400)
     instructions = request.query_params.get("instructions", "")
     try:
         token_key = await bridge.secret()
     except DuplexError as exc:
         log.warning("vonage answer failed: %s", exc.message)
-        return _text(503, "store unavailable")
+        return text("store unavailable", 503)
     token = mint_stream_token(token_key, call_id, instructions, int(time.time()) + TOKEN_TTL_S)
     headers = {CALL_HEADER: call_id, "token": token,
                **({"instructions": instructions} if instructions else {})}
     if len(json.dumps(headers).encode()) > MAX_HEADERS_BYTES:
-        return _text(400, f"the instructions do not fit Vonage's {MAX_HEADERS_BYTES}-byte "
-                          "websocket headers")
+        return text(f"the instructions do not fit Vonage's {MAX_HEADERS_BYTES}-byte "
+                    "websocket headers", 400)
     ncco = [{"action": "connect", "endpoint": [{
         "type": "websocket", "uri": bridge.stream_url(request.url.scheme, request.url.netloc),
         "content-type": CONTENT_TYPE, "headers": headers}]}]

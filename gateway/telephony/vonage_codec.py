@@ -23,7 +23,6 @@ echoes say was heard (``telephony.playback``).
 from __future__ import annotations
 
 import json
-import logging
 from typing import Any
 
 from duplex import commands as c
@@ -31,11 +30,8 @@ from duplex import wire
 from duplex.close_codes import CloseCode
 from duplex.config import AudioFormat
 from duplex.errors import InvalidRequest
-from duplex.events import E
-from gateway.outbound import Outbound
-from gateway.telephony.chunking import Chunk, Chunker, Playout
+from gateway.telephony.chunking import Chunk, ChunkedRender, Chunker, Playout
 from gateway.transports.codec import (
-    NOTHING,
     QUIET,
     Frame,
     Ignore,
@@ -46,8 +42,6 @@ from gateway.transports.codec import (
     StreamStart,
 )
 
-log = logging.getLogger(__name__)
-
 CONTENT_TYPE = "audio/l16;rate=16000"  # what our NCCO asks for
 FORMATS = {"audio/l16;rate=16000": AudioFormat.L16_16K, "audio/l16;rate=8000": AudioFormat.L16_8K}
 FRAME_MS = 20  # each binary message: one 20 ms frame, 640 bytes at 16 kHz
@@ -55,7 +49,7 @@ CALL_HEADER = "call"  # the NCCO header that names the call (its uuid)
 CLEAR = json.dumps({"action": "clear"})
 
 
-class VonageCodec:
+class VonageCodec(ChunkedRender):
     answers_late = False  # Vonage sends no commands that a refusal would answer
 
     def __init__(self, max_bytes: int) -> None:
@@ -119,38 +113,20 @@ class VonageCodec:
 
     # -- out -------------------------------------------------------------------------
 
-    def render(self, out: Outbound) -> Rendered:
-        ev = out.event()  # as built: parsed only for a replay, read back from the journal
-        playout = self.playout
-        if playout is None or not isinstance(ev, dict):
-            return NOTHING  # not started: no stream to speak to
-        match ev.get("type"):
-            case E.AUDIO_DELTA:
-                return self._frames(playout.delta(ev), playout.chunker.frame)
-            case E.AUDIO_DONE:
-                return self._frames(playout.done(ev), playout.chunker.frame)
-            case E.SPEECH_STARTED:
-                return self._barge_in(playout)
-            case "error":
-                log.info("call %s: session error %s", self.call_id, ev.get("error"))
-        return NOTHING
+    def _call(self) -> str:
+        assert self.call_id is not None  # streaming
+        return self.call_id
 
-    def _frames(self, chunk: Chunk | None, step: int) -> Rendered:
+    def _chunk_out(self, chunk: Chunk) -> Rendered:
         """A chunk as Vonage takes it: one binary message a frame, then its notify."""
-        if chunk is None:
-            return NOTHING
+        assert self.playout is not None  # streaming
+        step = self.playout.chunker.frame
         frames: list[Frame] = [chunk.audio[i:i + step] for i in range(0, len(chunk.audio), step)]
         frames.append(json.dumps({"action": "notify", "payload": {"name": chunk.point}}))
         return Rendered(tuple(frames))
 
-    def _barge_in(self, playout: Playout) -> Rendered:
-        truncate = playout.barge_in()
-        reply = playout.playback.reply
-        if truncate is None or reply is None:
-            return NOTHING  # nothing of ours is still buffered at Vonage
-        log.info("call %s: barge-in; %s heard %d of %.0f ms", self.call_id,
-                 reply.response_id, truncate.audio_end_ms, reply.sent_ms)
-        return Rendered((CLEAR,), truncate)
+    def _clear(self) -> str:
+        return CLEAR
 
     def ends_session(self, close_code: int) -> str | None:
         """Vonage hangs up by closing the socket normally; any other close is a
