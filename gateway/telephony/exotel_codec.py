@@ -22,9 +22,9 @@ import json
 from typing import Any
 
 from duplex import commands as c
-from duplex import wire
 from duplex.config import AudioFormat
 from duplex.errors import InvalidRequest
+from gateway.telephony.carrier_json import read_event
 from gateway.telephony.chunking import Chunk, ChunkedRender, Chunker, Playout
 from gateway.transports.codec import (
     QUIET,
@@ -70,15 +70,10 @@ class ExotelCodec(ChunkedRender):
     # -- in --------------------------------------------------------------------------
 
     def parse(self, frame: Frame) -> Inbound:
-        if isinstance(frame, bytes):
-            return Ignore("binary", "a binary frame")
-        try:
-            msg = wire.decode_json(frame, max_bytes=self.max_bytes)
-        except InvalidRequest as exc:
-            return Ignore(exc.code, f"a message that is not usable JSON ({exc.code})")
-        if not isinstance(msg, dict) or not isinstance(msg.get("event"), str):
-            return Ignore("no_event", "a message without an event name")
-        event: str = msg["event"]
+        read = read_event(frame, self.max_bytes)
+        if isinstance(read, Ignore):
+            return read
+        event, msg = read
         if self.stream_sid is None:
             if event == "connected":
                 return Hello()

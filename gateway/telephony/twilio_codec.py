@@ -22,8 +22,8 @@ import re
 from typing import Any
 
 from duplex import commands as c
-from duplex import wire
 from duplex.errors import InvalidRequest
+from gateway.telephony.carrier_json import read_event
 from gateway.telephony.playback import Playback
 from gateway.telephony.server_events import CarrierRender
 from gateway.transports.codec import (
@@ -60,15 +60,10 @@ class TwilioCodec(CarrierRender):
     # -- in --------------------------------------------------------------------------
 
     def parse(self, frame: Frame) -> Inbound:
-        if isinstance(frame, bytes):
-            return Ignore("binary", "a binary frame")
-        try:
-            msg = wire.decode_json(frame, max_bytes=self.max_bytes)
-        except InvalidRequest as exc:
-            return Ignore(exc.code, f"a message that is not usable JSON ({exc.code})")
-        if not isinstance(msg, dict) or not isinstance(msg.get("event"), str):
-            return Ignore("no_event", "a message without an event name")
-        event: str = msg["event"]
+        read = read_event(frame, self.max_bytes)
+        if isinstance(read, Ignore):
+            return read
+        event, msg = read
         if self.stream_sid is None:
             return self._before_start(event, msg)
         if event == "stop":  # whichever stream it names: the call is over
