@@ -1,6 +1,6 @@
 """The WebSocket close codes this gateway sends, and what each tells a client.
 
-These are the only closes there are (README, "Bad input"). A client reads the
+These are the only closes there are (docs/errors.md, "Close codes"). A client reads the
 code, not the reason: 1000 means the session is over, 1012/4000/4001 mean
 "resume it (elsewhere)", 1008 means "do not retry as is", 1013 "retry later".
 The reason is for people; ``close_reason`` makes any text a valid one.
