@@ -15,6 +15,7 @@ from typing import Any
 from gateway import log_setup, tracing
 from gateway.auth import parse_origins
 from gateway.config_checks import check_numbers, check_plugin, check_tls
+from gateway.flag_groups import FLAG_GROUPS
 
 ENV_PREFIX = "DUPLEX_GATEWAY_"
 MAX_WORKERS = 256  # --workers: far above any core count a gateway host has
@@ -230,17 +231,26 @@ LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    """Every flag, in --help's sections (``gateway.flag_groups``)."""
     defaults = GatewayConfig()
-    for name, (kind, text) in _FLAGS.items():
-        env = ENV_PREFIX + name.upper()
-        default = getattr(defaults, name)
-        if name == "data_dir":
-            default = default_data_dir()
-        shown = "unset" if default is None else default
-        parser.add_argument(
-            "--" + name.replace("_", "-"), type=kind, default=None, metavar=name.upper(),
-            help=f"{text} [env {env}; default {shown}]",
-        )
+    sections = list(FLAG_GROUPS.items())
+    placed = {name for _, names in FLAG_GROUPS.values() for name in names}
+    rest = tuple(name for name in _FLAGS if name not in placed)
+    if rest:
+        sections.append(("other", ("", rest)))
+    for title, (about, names) in sections:
+        group = parser.add_argument_group(title, about or None)
+        for name in names:
+            kind, text = _FLAGS[name]
+            env = ENV_PREFIX + name.upper()
+            default = getattr(defaults, name)
+            if name == "data_dir":
+                default = default_data_dir()
+            shown = "unset" if default is None else default
+            group.add_argument(
+                "--" + name.replace("_", "-"), type=kind, default=None, metavar=name.upper(),
+                help=f"{text} [env {env}; default {shown}]",
+            )
 
 
 def from_args(args: argparse.Namespace, environ: dict[str, str] | None = None) -> GatewayConfig:

@@ -127,3 +127,21 @@ def test_the_default_data_dir_is_the_checkouts_own_else_the_users(
     monkeypatch.setattr(config, "checkout_root", lambda: None)  # an installed package
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     assert config.default_data_dir() == tmp_path / "duplex-gateway"
+
+
+def test_help_lists_every_flag_once_in_its_section() -> None:
+    from gateway.config import _FLAGS
+    from gateway.flag_groups import FLAG_GROUPS
+
+    placed = [name for _, names in FLAG_GROUPS.values() for name in names]
+    assert sorted(placed) == sorted(_FLAGS)  # each flag in exactly one section
+    parser = argparse.ArgumentParser()
+    add_serve_arguments(parser)
+    sections = {group.title: [a.dest for a in group._group_actions]
+                for group in parser._action_groups if group._group_actions}
+    assert "other" not in sections
+    assert {title: tuple(dests) for title, dests in sections.items()
+            if title in FLAG_GROUPS} == {t: names for t, (_, names) in FLAG_GROUPS.items()}
+    port = parser._option_string_actions["--port"]
+    assert port.help is not None and port.help.endswith("[env DUPLEX_GATEWAY_PORT; default 8000]")
+    assert all(action.default is None for action in parser._actions if action.dest != "help")
