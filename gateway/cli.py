@@ -32,7 +32,7 @@ EXIT_USAGE = 2  # what argparse exits with for a bad flag; ours for every refusa
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a bad flag is one line (its usage for ``serve`` is 60), not a
+    """argparse, but a bad flag is one line (``serve``'s usage alone is 60 lines), not a
     usage block and then the error."""
 
     def error(self, message: str) -> NoReturn:
