@@ -31,6 +31,29 @@ class CloseCode(enum.IntEnum):
     ABNORMAL = 1006
 
 
+# What each close means to whoever reads it (``duplex-gateway call`` prints this next
+# to the code; docs/operators.md points here): the one table of them.
+MEANINGS: dict[int, str] = {
+    CloseCode.NORMAL: "the session ended, or the gateway let this socket go",
+    CloseCode.GOING_AWAY: "the relay to the session's owner ended; resume it",
+    CloseCode.ABNORMAL: "the connection dropped without a close frame (the network, or "
+                        "a gateway that died)",
+    CloseCode.POLICY: "refused (API key, resume token, a carrier's signature): do not "
+                      "retry as is",
+    CloseCode.INTERNAL_ERROR: "the session failed on the gateway (its bug); resume it",
+    CloseCode.SERVICE_RESTART: "the gateway is restarting; resume the session, here or "
+                               "on another gateway",
+    CloseCode.TRY_AGAIN_LATER: "the gateway is not ready yet or full; try again later",
+    CloseCode.SESSION_REPLACED: "another socket resumed this session",
+    CloseCode.LEASE_LOST: "another gateway process owns the session now; resume it there",
+}
+
+
+def meaning(code: int) -> str:
+    """What close ``code`` tells a client, in a few words."""
+    return MEANINGS.get(code, "not a code this gateway sends")
+
+
 def sendable(code: int) -> bool:
     """Whether a close frame may carry ``code`` (1005, 1006 and 1015 are observed
     only, 1004 is reserved; RFC 6455 §7.4)."""

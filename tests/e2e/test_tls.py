@@ -113,6 +113,6 @@ def test_a_certificate_without_its_key_is_one_clear_line(cert: tuple[Path, Path]
     out = subprocess.run([sys.executable, "-m", "gateway.cli", "serve", "--port", "0",
                           "--ssl-certfile", str(cert[0])], cwd=REPO, capture_output=True,
                          text=True, timeout=30, check=False)
-    assert out.returncode != 0
+    assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
-        "--ssl-certfile and --ssl-keyfile go together: give both or neither"]
+        "duplex-gateway: --ssl-certfile and --ssl-keyfile go together: give both or neither"]
