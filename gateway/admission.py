@@ -145,6 +145,11 @@ class Admission:
             self._counted_at = now
         return min(self.max_connections, self._limit() - self.fd_reserve - self._others)
 
+    def refuse_from(self, connections: int) -> int:
+        """uvicorn's ``limit_concurrency`` for a request now: it refuses (503) once
+        ``connections`` reach this, which counts the shed ones not closed yet."""
+        return self.budget(connections) + len(self._closing) + 1
+
     def _shed(self, conn: Waiting, reason: str) -> None:
         address = self._waiting[conn]
         self.admitted(conn)

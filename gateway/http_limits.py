@@ -60,8 +60,8 @@ class GuardedHttp(HttpToolsProtocol):
         # uvicorn answers 503 when len(connections) >= limit_concurrency: past the
         # budget, once admission had nothing left to shed; never to a probe
         probe = self.url.partition(b"?")[0] in PROBES
-        self.limit_concurrency = None if probe else (
-            self.admission.budget(len(self.connections)) + 1)
+        self.limit_concurrency = None if probe else self.admission.refuse_from(
+            len(self.connections))
         super().on_headers_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:

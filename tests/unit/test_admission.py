@@ -76,6 +76,10 @@ def test_a_socket_shed_but_not_closed_yet_is_not_shed_for_twice() -> None:
         proc.accept(door, f"new{i}")
     assert [c.name for c in flood if c.shed_count] == ["slow0", "slow1", "slow2"]
     assert all(c.shed_count <= 1 for c in proc.open)
+    # a request on a newcomer before those close: not refused for them
+    assert door.refuse_from(len(proc.open)) == len(proc.open) + 1
+    proc.close_shed(door)
+    assert door.refuse_from(len(proc.open)) == len(proc.open) + 1
 
 
 def test_finished_connections_are_never_shed() -> None:
@@ -86,7 +90,8 @@ def test_finished_connections_are_never_shed() -> None:
         door.admitted(conn)
     newcomer = proc.accept(door, "newcomer")
     assert not any(c.shed_count for c in [*sessions, newcomer])
-    assert door.budget(len(proc.open)) == 70  # uvicorn answers it 503 past this
+    assert door.budget(len(proc.open)) == 70
+    assert door.refuse_from(len(proc.open)) == 71  # uvicorn: 503 at 71 connections
 
 
 def test_max_connections_is_the_budget_when_it_is_smaller() -> None:
