@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field
 
-from gateway.admission import Admission, open_files, open_files_limit
+import pytest
+
+from gateway.admission import BACKLOG, Admission, backlog, open_files, open_files_limit
+from gateway.config import add_serve_arguments, from_args
 
 
 @dataclass(eq=False)
@@ -149,3 +153,23 @@ def test_gone_forgets_a_connection_in_any_state() -> None:
 def test_this_process_limit_and_descriptors_read_back() -> None:
     assert open_files_limit() > 0
     assert open_files() > 0
+
+
+def test_the_backlog_fits_in_the_reserve_where_the_open_files_limit_binds() -> None:
+    assert backlog(128, 4096, limit=lambda: 1024) == 32
+    assert backlog(8, 4096, limit=lambda: 1024) == 8  # never below a few
+    assert backlog(128, 0, limit=lambda: 1 << 20) == 32  # no --max-connections: it binds
+    assert backlog(128, 4096, limit=lambda: 1 << 20) == BACKLOG
+
+
+@pytest.mark.parametrize(("argv", "match"), [
+    (["--fd-reserve", "-1"], "--fd-reserve must be >= 0"),
+    (["--max-incomplete-per-address", "-1"], "--max-incomplete-per-address must be >= 0"),
+    (["--max-connections", "-1"], "--max-connections must be >= 0"),
+    (["--header-timeout-s", "0"], "--header-timeout-s must be > 0"),
+])
+def test_door_flags_the_gateway_cannot_use_are_refused(argv: list[str], match: str) -> None:
+    parser = argparse.ArgumentParser()
+    add_serve_arguments(parser)
+    with pytest.raises(SystemExit, match=match):
+        from_args(parser.parse_args(argv), {})
