@@ -86,6 +86,9 @@ class GatewayConfig:
     header_timeout_s: float = 10.0
     max_connections: int = 4096
     max_sessions_per_address: int = 0
+    # the door (gateway.admission): who gets a file descriptor when they run short
+    fd_reserve: int = 128
+    max_incomplete_per_address: int = 32
     shutdown_timeout_s: float = 10.0
     workers: int = 1
     loop: str = "auto"
@@ -203,6 +206,16 @@ _FLAGS: dict[str, tuple[Any, str]] = {
     "max_sessions_per_address": (int, "open sessions per client address on this process "
                                       "(0: no limit; behind a load balancer every client "
                                       "has its address)"),
+    # the door (gateway.admission, docs/deployment.md)
+    "fd_reserve": (int, "file descriptors kept free for health checks, the store, model "
+                        "files and relays: once open connections reach the open-files "
+                        "limit less this (and less what the process holds otherwise), "
+                        "each new connection closes the oldest one still sending its "
+                        "request headers"),
+    "max_incomplete_per_address": (int, "connections from one address still sending their "
+                                     "request headers; past it that address's oldest is "
+                                     "closed (0: no limit; the TCP peer's address: behind "
+                                     "a load balancer that is the balancer's)"),
     "shutdown_timeout_s": (float, "on SIGTERM, how long sockets get to close; then they "
                                   "are cut and their sessions stay resumable elsewhere"),
     "workers": (int, f"gateway processes serving this one port, e.g. one per core (at most "

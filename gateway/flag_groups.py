@@ -23,7 +23,8 @@ FLAG_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
     "security and TLS": ("who may connect, and over what", (
         "api_key", "allowed_origins", "ssl_certfile", "ssl_keyfile", "ssl_ca_file")),
     "connections": ("the door: how many, how slow, how compressed", (
-        "max_connections", "max_sessions_per_address", "header_timeout_s",
+        "max_connections", "fd_reserve", "max_incomplete_per_address",
+        "max_sessions_per_address", "header_timeout_s",
         "ws_compression")),
     "telephony": ("the carriers' routes (each off until its credential is set)", (
         "public_url", "twilio_auth_token", "twilio_instructions", "telnyx_public_key",

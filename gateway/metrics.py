@@ -23,6 +23,11 @@ class Metrics:
                                        registry=r)
         self.sessions_rejected = Counter("duplex_sessions_rejected",
                                          "sessions refused at admission", ["code"], registry=r)
+        self.connections_shed = Counter(
+            "duplex_connections_shed",
+            "connections closed while still sending their request headers to let newer "
+            "ones in (gateway.admission): reason full (the connection budget) or address "
+            "(too many waiting from one address)", ["reason"], registry=r)
         self.resumes = Counter("duplex_sessions_resumed", "successful session resumes",
                                registry=r)
         self.resumes_relayed = Counter(

@@ -15,8 +15,9 @@ import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from gateway.admission import Admission, backlog
 from gateway.config import GatewayConfig
-from gateway.http_limits import header_deadline
+from gateway.http_limits import guarded_http
 
 if TYPE_CHECKING:
     import uvicorn
@@ -84,12 +85,18 @@ def uvicorn_config(config: GatewayConfig, app: Starlette) -> uvicorn.Config:
 
     from gateway.ws_reads import DirectReads
 
+    shed = app.state.gateway.metrics.connections_shed
+    admission = Admission(fd_reserve=config.fd_reserve,
+                          per_address=config.max_incomplete_per_address,
+                          max_connections=config.max_connections,
+                          on_shed=lambda reason: shed.labels(reason).inc())
     return uvicorn.Config(
         app, log_level=config.log_level, lifespan="on",
         ws_max_size=max(16 * 1024 * 1024, 2 * config.max_message_bytes),
         ws_ping_interval=20.0, ws_ping_timeout=20.0, log_config=None,
         ws_per_message_deflate=config.ws_compression == "deflate",
         ssl_certfile=config.ssl_certfile, ssl_keyfile=config.ssl_keyfile,
-        http=header_deadline(config.header_timeout_s), ws=DirectReads,
+        http=guarded_http(config.header_timeout_s, admission), ws=DirectReads,
         limit_concurrency=config.max_connections or None,
+        backlog=backlog(config.fd_reserve, config.max_connections),
         timeout_graceful_shutdown=max(1, round(config.shutdown_timeout_s)))

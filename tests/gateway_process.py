@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import resource
 import signal
 import ssl
 import subprocess
@@ -25,8 +26,10 @@ REPO = Path(__file__).resolve().parent.parent
 
 class GatewayProcess:
     def __init__(self, data_dir: Path, *, args: Sequence[str] = (),
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, open_files: int | None = None) -> None:
+        """``open_files``: its open-files limit, soft and hard (it cannot lift it)."""
         self.data_dir = data_dir
+        self.open_files = open_files
         self.args = list(args)
         self.env = {**os.environ, **(env or {})}
         self.env.pop("REDIS_URL", None) if "--redis-url" not in self.args and not (
@@ -53,7 +56,9 @@ class GatewayProcess:
         cmd = [sys.executable, "-m", "gateway.cli", "serve", "--port", "0",
                "--data-dir", str(self.data_dir), *self.args]
         self.proc = subprocess.Popen(cmd, cwd=REPO, env=self.env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True, bufsize=1)
+                                     stderr=subprocess.STDOUT, text=True, bufsize=1,
+                                     preexec_fn=None if self.open_files is None
+                                     else self._limit_open_files)
         ready = threading.Event()
         self._wait_ready = wait_ready
         threading.Thread(target=self._pump, args=(ready,), daemon=True).start()
@@ -61,6 +66,10 @@ class GatewayProcess:
             self.stop()
             raise RuntimeError("gateway did not become ready:\n" + "".join(self.output[-40:]))
         return self
+
+    def _limit_open_files(self) -> None:
+        if self.open_files is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files, self.open_files))
 
     def _pump(self, ready: threading.Event) -> None:
         assert self.proc is not None and self.proc.stdout is not None

@@ -1,5 +1,6 @@
-"""I8 in the HTTP layer: slow headers are cut off (slowloris), connections and
-sessions per address are bounded, and SIGTERM ends within its bound even with a
+"""I8 in the HTTP layer: slow headers are cut off (slowloris), connections are
+bounded (the oldest still sending headers goes first; probes are always
+answered), sessions per address are bounded, and SIGTERM ends within its bound even with a
 client that stops reading."""
 
 from __future__ import annotations
@@ -73,15 +74,29 @@ async def test_sessions_per_address_are_bounded(limited: GatewayProcess) -> None
             await c.close()
 
 
-def test_connections_beyond_the_limit_get_503(tmp_path: Path) -> None:
+async def test_at_the_connection_limit_the_oldest_waiting_goes_then_503(
+        tmp_path: Path) -> None:
     with running_tone(tmp_path, "--max-connections", "3", "--header-timeout-s", "30") as proc:
         held = [dribble(proc.address) for _ in range(3)]
         try:
-            answer = httpx.get(f"{proc.http}/healthz", timeout=5)
-            assert answer.status_code == 503
+            async with httpx.AsyncClient(timeout=5) as http:
+                assert (await http.get(f"{proc.http}/")).status_code == 200
+            assert held[0].recv(1024) == b""  # the oldest still sending headers went
         finally:
             for sock in held:
                 sock.close()
+        sessions = [await RealtimeClient.connect(proc.ws) for _ in range(3)]
+        try:
+            for c in sessions:
+                await c.until("session.created")
+            # nothing left to shed: a request is refused, a probe still answered
+            async with httpx.AsyncClient(timeout=5) as http:
+                assert (await http.get(f"{proc.http}/")).status_code == 503
+                assert (await http.get(f"{proc.http}/healthz")).status_code == 200
+                assert (await http.get(f"{proc.http}/readyz")).status_code == 200
+        finally:
+            for c in sessions:
+                await c.close()
 
 
 async def test_sigterm_ends_within_its_bound_with_a_client_that_stops_reading(
