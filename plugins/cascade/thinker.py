@@ -147,6 +147,7 @@ class _Tag:
     seq: int  # the chunk's place in the request
     turn_id: int
     callable: tuple[str, ...] = ()  # the tools this reply may call
+    max_calls: int = tc.MAX_CALLS  # how many (one where parallel_tool_calls is false)
     detached: bool = False  # beside the conversation: its reply is not recorded
 
 
@@ -319,7 +320,8 @@ class ThinkerAdapter:
                      favour_calls: bool) -> PromptChunk:
         """A reply; ``tools`` decides what it may call (and the grammar of a
         call, which a guess at this chunk then carries too, so it adopts)."""
-        tag = replace(tag, callable=tuple(t.name for t in tools.callable))
+        tag = replace(tag, callable=tuple(t.name for t in tools.callable),
+                      max_calls=tc.max_calls(tools))
         max_tokens = self.max_reply_tokens
         if tag.callable:
             max_tokens = max(max_tokens, MAX_CALL_REPLY_TOKENS)
@@ -419,7 +421,7 @@ class ThinkerAdapter:
         tag = reply.tag
         rest = reply.splitter.finish()
         reply.spoken.append(rest)
-        calls = [c for c in reply.parser.calls if c.name in tag.callable]
+        calls = [c for c in reply.parser.calls if c.name in tag.callable][:tag.max_calls]
         if not calls:
             if not tag.detached:
                 self._record_reply(state, tag.seq, "".join(reply.spoken).strip())

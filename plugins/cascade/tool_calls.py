@@ -125,6 +125,11 @@ def _unforged(text: str) -> str:
     return text
 
 
+def max_calls(toolset: ToolSet) -> int:
+    """The calls one reply may make: one where ``parallel_tool_calls`` is false."""
+    return MAX_CALLS if toolset.parallel else 1
+
+
 def call_sampling(toolset: ToolSet | None, *,
                   favour_calls: bool = True) -> Mapping[str, Any] | None:
     """llama.cpp completion options for a reply under ``toolset``: under
@@ -145,7 +150,7 @@ def call_sampling(toolset: ToolSet | None, *,
         return options
     lazy = not toolset.must_call
     options["grammar"] = call_grammar([(t.name, t.parameters) for t in toolset.callable],
-                                      max_calls=MAX_CALLS, bare=lazy)
+                                      max_calls=max_calls(toolset), bare=lazy)
     options["grammar_lazy"] = lazy
     if lazy:
         options["grammar_triggers"] = [{"type": _WORD_TRIGGER, "value": w} for w in _STARTS]
@@ -166,8 +171,9 @@ class ParsedCall:
 class CallParser:
     """Splits a streamed reply into its words and its calls. Text from the
     first ``<tool_call>`` (or bare ``{"name"``) on is held, never spoken;
-    whole calls are parsed as they close, the rest at ``finish``. Nothing
-    after a call is spoken: the reply ends with its calls."""
+    tagged calls are parsed as they close, the rest (bare calls, one after
+    another, or an unclosed one) at ``finish``. Nothing after a call is
+    spoken: the reply ends with its calls."""
 
     def __init__(self) -> None:
         self._tail = ""  # words that may be the start of a marker
@@ -193,16 +199,16 @@ class CallParser:
         return text[:len(text) - keep]
 
     def finish(self) -> str:
-        """The last words (a marker's start that never became one); parses an
-        unclosed or bare call."""
+        """The last words (a marker's start that never became one); parses the
+        calls still held: bare ones, or one left unclosed."""
         words, self._tail = self._tail, ""
-        held, self._held = self._held, None
-        if held is not None:
-            rest = held.strip()
-            if rest.startswith(OPEN):
-                rest = rest[len(OPEN):].strip()
-            if rest.startswith("{"):
-                self._parse(rest)
+        rest, self._held = (self._held or "").strip(), None
+        while rest:
+            rest = rest.removeprefix(OPEN).lstrip()
+            end = self._parse(rest) if rest.startswith("{") else None
+            if end is None:
+                break
+            rest = rest[end:].lstrip().removeprefix(CLOSE).lstrip()
         return words
 
     def _take_closed(self) -> None:
@@ -211,12 +217,13 @@ class CallParser:
             self._parse(rest[len(OPEN):end].strip())
             self._held = rest[end + len(CLOSE):]
 
-    def _parse(self, text: str) -> None:
+    def _parse(self, text: str) -> int | None:
+        """Takes the call that ``text`` starts with; where it ends (None: no call)."""
         try:
-            call, _ = json.JSONDecoder().raw_decode(text)
+            call, end = json.JSONDecoder().raw_decode(text)
         except ValueError:
             self.broken += 1
-            return
+            return None
         name = call.get("name") if isinstance(call, dict) else None
         args = call.get("arguments", {}) if isinstance(call, dict) else None
         if isinstance(args, str):  # some models write the arguments as a JSON string
@@ -226,5 +233,6 @@ class CallParser:
                 args = None
         if not isinstance(name, str) or not isinstance(args, dict):
             self.broken += 1
-            return
+            return None
         self.calls.append(ParsedCall(name, json.dumps(args, ensure_ascii=False)))
+        return end

@@ -194,6 +194,32 @@ def test_a_bare_call_and_words_after_a_call_are_never_spoken() -> None:
     assert [type(p) for p in out] == [ToolCall, Clause] and out[1].last and not out[1].text
 
 
+def test_bare_calls_one_after_another_are_each_a_call() -> None:
+    a, s, _ = session()
+    chunk = plan(a, s, UserTurn(1, "i1", "Weather in Paris and Rome?", True))
+    bare = '{"name": "get_weather", "arguments": ' + json.dumps(PARIS) + "}"
+    out = stream(a, s, chunk, [bare, "\n", bare.replace("Paris", "Rome")])
+    assert [(type(p), json.loads(p.arguments)["location"]) for p in out[:2]] == [
+        (ToolCall, "Paris"), (ToolCall, "Rome")]
+    assert out[2:] == [Clause(1, "", last=True)]
+    assert grammar_of(chunk).matches(bare + "\n" + bare)
+
+
+def test_parallel_tool_calls_false_allows_one_call() -> None:
+    one = replace(AUTO, parallel=False)
+    a, s, _ = session(one)
+    chunk = plan(a, s, UserTurn(1, "i1", "Weather in Paris and Rome?", True))
+    assert grammar_of(chunk).matches(CALL) and not grammar_of(chunk).matches(CALL + CALL)
+    bare = '{"name": "get_weather", "arguments": ' + json.dumps(PARIS) + "}"
+    assert not grammar_of(chunk).matches(bare + bare)
+    # a call more than the grammar let through is still not made
+    out = stream(a, s, chunk, [CALL, CALL.replace("Paris", "Rome")])
+    assert [type(p) for p in out] == [ToolCall, Clause]
+    assert s.messages[-1].text.count("<tool_call>") == 1  # the context holds what was made
+    several = plan(a, s, _start(2, AUTO))  # a response may allow several
+    assert grammar_of(several).matches(CALL + CALL)
+
+
 def test_a_call_to_a_tool_not_offered_is_dropped() -> None:
     a, s, _ = session(ToolSet((TIME,)))
     chunk = plan(a, s, UserTurn(1, "i1", "Weather?", True))
