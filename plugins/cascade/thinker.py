@@ -21,8 +21,9 @@ Payloads (what the session runner and the listener send):
   sampled token of every chunk (the reply's EOS included) from the context.
   An empty turn with ``respond`` is answered with ``NOT_HEARD`` straight away,
   without the model (a 135M model answering nothing says something random;
-  the fixed line is instant and honest). An empty turn without ``respond``
-  adds nothing.
+  the fixed line is instant and honest), unless the session's ``tool_choice``
+  requires a call: then the model answers it, held to a call like any reply
+  that must call. An empty turn without ``respond`` adds nothing.
 - ``Draft(text)``: the words of a turn in progress, at a pause: a guess
   (``PromptChunk.speculative``) at the chunk that ``UserTurn(text,
   respond=True)`` would be, planned on a copy of the state. When the turn
@@ -248,7 +249,7 @@ class ThinkerAdapter:
         seq = self._seq(state)
         tag = _Tag(seq, turn.turn_id)
         head = self._prologue(state, seq, None, None)
-        if not text:  # respond to nothing: the fixed line, no model
+        if not text and not state.tools.must_call:  # respond to nothing: the fixed line
             body = (self._add(state, "user", "", seq, droppable=False)
                     + self._add(state, "assistant", self.not_heard, seq, droppable=False))
             clause = Clause(turn.turn_id, self.not_heard, last=True)

@@ -136,6 +136,19 @@ def _start(turn: int, tools: ToolSet) -> fx.StartResponse:
     return replace(start(turn), tools=tools)
 
 
+def test_a_turn_nothing_was_heard_in_still_calls_where_a_call_is_required() -> None:
+    """The fixed "didn't catch that" line is words: under ``required`` the
+    model answers the empty turn, its grammar holding it to a call."""
+    a, s, _ = session(ToolSet(AUTO.tools, ToolChoice("required")))
+    chunk = plan(a, s, UserTurn(1, "i1", "", True))
+    assert chunk.generate and not chunk.emit
+    assert chunk.text.endswith("<|im_start|>user\n<|im_end|>\n<|im_start|>assistant\n")
+    assert grammar_of(chunk).matches(CALL) and not grammar_of(chunk).matches("Sorry.")
+    a, s, _ = session()  # under auto, the fixed line as before
+    [fixed] = plan(a, s, UserTurn(1, "i1", "", True)).emit
+    assert isinstance(fixed.payload, Clause) and fixed.payload.last
+
+
 def test_a_responses_own_tools_are_offered_for_it() -> None:
     a, s, _ = session(ToolSet())
     chunk = plan(a, s, _start(1, ToolSet((TIME,))))
