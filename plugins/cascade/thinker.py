@@ -289,10 +289,11 @@ class ThinkerAdapter:
             head += self._add(state, "system", tc.tools_block(tools.tools), seq, droppable=True)
         # The reply to a tool's output speaks it: the nudge towards calling that a
         # question needs made the model call the same tool again here (the spoken
-        # tool quiz: 17 of 19 follow-ups; without the bias "The" led "{" by 0.3 nats).
+        # tool quiz: 17 of 19 follow-ups; without the bias "The" led "{" by 0.3
+        # nats), and unnudged it still repeated some calls (tc.RESULT_BIAS).
         answering = bool(state.messages) and tc.is_tool_response(state.messages[-1].text)
         return self._generating(state, head, _Tag(seq, respond.fence.turn_id), tools,
-                                favour_calls=not answering)
+                                bias=tc.RESULT_BIAS if answering else tc.CALL_BIAS)
 
     def _detached(self, state: ThinkerState, respond: fx.StartResponse,
                   given: Sequence[Event]) -> PromptChunk:
@@ -308,17 +309,17 @@ class ThinkerAdapter:
         text = "".join(self.markup.turn(role, t) for role, t in turns)
         answering = bool(items) and items[-1].kind == "function_call_output"
         tag = _Tag(self._seq(state), respond.fence.turn_id, detached=True)
-        return replace(self._reply_chunk(text, tag, tools, favour_calls=not answering),
-                       detached=True)
+        bias = tc.RESULT_BIAS if answering else tc.CALL_BIAS
+        return replace(self._reply_chunk(text, tag, tools, bias=bias), detached=True)
 
     def _generating(self, state: ThinkerState, text: str, tag: _Tag,
-                    tools: ToolSet, *, favour_calls: bool = True) -> PromptChunk:
+                    tools: ToolSet, *, bias: float = tc.CALL_BIAS) -> PromptChunk:
         """A reply in the conversation (its assistant turn stays open)."""
         state.assistant_open = True
-        return self._reply_chunk(text, tag, tools, favour_calls=favour_calls)
+        return self._reply_chunk(text, tag, tools, bias=bias)
 
     def _reply_chunk(self, text: str, tag: _Tag, tools: ToolSet, *,
-                     favour_calls: bool) -> PromptChunk:
+                     bias: float) -> PromptChunk:
         """A reply; ``tools`` decides what it may call (and the grammar of a
         call, which a guess at this chunk then carries too, so it adopts)."""
         tag = replace(tag, callable=tuple(t.name for t in tools.callable),
@@ -328,7 +329,7 @@ class ThinkerAdapter:
             max_tokens = max(max_tokens, MAX_CALL_REPLY_TOKENS)
         return PromptChunk(text + self.markup.opening("assistant"), generate=True,
                            max_tokens=max_tokens, tag=tag,
-                           sampling=tc.call_sampling(tools, favour_calls=favour_calls))
+                           sampling=tc.call_sampling(tools, bias=bias))
 
     def _prologue(self, state: ThinkerState, seq: int, instructions: str | None,
                   tools: ToolSet | None) -> str:

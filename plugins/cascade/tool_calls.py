@@ -22,7 +22,8 @@ answers, 1.7 or more below. With the bias, 6 of 6 tool questions (weather,
 time, a timer; two parameter styles) became valid calls and 6 of 6 others
 (facts, a joke, thanks, "how do I check the weather?") stayed words; without
 it, 1 or 2 of 4 weather questions were calls, depending on the schema's
-wording, and the rest were spoken descriptions of a call.
+wording, and the rest were spoken descriptions of a call. The reply to a
+tool's output leans the other way (``RESULT_BIAS``): it should say the result.
 """
 
 from __future__ import annotations
@@ -42,6 +43,13 @@ _STARTS = (OPEN, BARE)
 _NUDGE = "Call a function whenever one can answer the user; never describe a call in words."
 MAX_CALLS = 4  # calls in one reply: a greedy model may repeat one otherwise
 CALL_BIAS = 1.0  # logit bias for '{"' under auto (see above); a mid-reply '{"' is rare
+# ... and against it in the reply to a tool's output, which should say the result:
+# there the model repeated the call just answered (the spoken tool quiz: "calls
+# again after a result: 10"; lookup_flight(AF22) answered, then the same call
+# again, unbiased; said "The flight AF 22 is delayed …" at -1). A new call the
+# model prefers by more than a nat is still made; a new request from the user
+# gets CALL_BIAS as ever.
+RESULT_BIAS = -1.0
 # llama.cpp's "word" trigger type (common_grammar_trigger_type: token 0, word 1).
 _WORD_TRIGGER = 1
 
@@ -131,7 +139,7 @@ def max_calls(toolset: ToolSet) -> int:
 
 
 def call_sampling(toolset: ToolSet | None, *,
-                  favour_calls: bool = True) -> Mapping[str, Any] | None:
+                  bias: float = CALL_BIAS) -> Mapping[str, Any] | None:
     """llama.cpp completion options for a reply under ``toolset``: under
     ``auto`` a lazy grammar, idle until the model starts a call; under
     ``required`` or a named tool a grammar the whole reply must match; None
@@ -154,8 +162,8 @@ def call_sampling(toolset: ToolSet | None, *,
     options["grammar_lazy"] = lazy
     if lazy:
         options["grammar_triggers"] = [{"type": _WORD_TRIGGER, "value": w} for w in _STARTS]
-    if lazy and favour_calls:
-        options["logit_bias"] = [['{"', CALL_BIAS]]  # a string: llama.cpp finds its tokens
+    if lazy and bias:
+        options["logit_bias"] = [['{"', bias]]  # a string: llama.cpp finds its tokens
     return options
 
 
