@@ -155,3 +155,23 @@ async def test_under_tool_choice_none_the_reply_speaks_the_result(
     assert not answer.calls
     assert any(word in answer.words.lower() for word in said), answer
     await thinker.engine.abort([chat.rid])
+
+
+async def test_under_auto_the_reply_to_a_result_says_it_and_a_new_request_calls(
+        thinker: Thinker) -> None:
+    # unbiased, this reply made the call just answered again (bench/README.md,
+    # tool_quiz: "calls again after a result"); the next request is a new call
+    chat = Chat(thinker)
+    tools = ToolSet((WEATHER, FLIGHT, TIMER))
+    await chat.open(Context(None, (), tools))
+    asked = await chat.reply(UserTurn(1, "item_1", "Look up flight AF 22, please.", True))
+    assert [c.name for c in asked.calls] == ["lookup_flight"], asked
+    result = {"flight_number": "AF22", "status": "delayed", "departure": "7:40 PM",
+              "gate": "B12"}
+    output = HistoryItem("tool", json.dumps(result), "function_call_output", call_id="call_1")
+    await thinker.engine.submit_update(chat.rid, Context(None, (output,)))
+    answer = await chat.reply(fx.StartResponse(chat.fence.with_turn(2), "resp_2", None))
+    assert not answer.calls and "delay" in answer.words.lower(), answer
+    again = await chat.reply(UserTurn(3, "item_3", "And flight UA 902?", True))
+    assert [c.name for c in again.calls] == ["lookup_flight"], again
+    await thinker.engine.abort([chat.rid])
