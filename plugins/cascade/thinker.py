@@ -56,11 +56,14 @@ Tools (``plugins.cascade.tool_calls``): the session's tools (``Context.tools``)
 are offered in Qwen2.5's format in the system prompt, or in a system turn where
 they change; a ``StartResponse`` with its own tools offers those for that
 reply. A reply that may call gets llama.cpp options (``PromptChunk.sampling``)
-holding a call to the tools' JSON Schemas. A call in the streamed reply is
-held, never spoken; at the reply's end each call goes out as a ``ToolCall``
-after the reply's words and before its ``last`` clause, and the assistant turn
-is kept as the model wrote it (words and ``<tool_call>`` blocks), so a later
-``function_call_output`` follows on. Words after a call are dropped.
+holding a call to the tools' JSON Schemas (one call where ``parallel_tool_calls``
+is false, up to ``MAX_CALLS`` otherwise), nudged towards a call when it answers
+a request and against one when it answers a tool's output (it should say the
+result). A call in the streamed reply is held, never spoken; at the reply's
+end each call goes out as a ``ToolCall`` after the reply's words and before
+its ``last`` clause, and the assistant turn is kept as the model wrote it
+(words and ``<tool_call>`` blocks), so a later ``function_call_output``
+follows on. Words after a call are dropped.
 
 The plugin declares the stage (``plugins.cascade.llm``: a ``LlamaCppStage``
 with ``LLAMACPP_SAMPLING``, or a ``ResumableLlmStage`` with ``ENGINE_ARGS`` and
