@@ -4,7 +4,7 @@ before the tool answered, and use the result once it has; and how fast.
 
 Usage: .venv/bin/python bench/tool_quiz.py [--quick] [--model NAME_OR_GGUF]
        [--threads N] [--voices en-us:175,en-gb:150,...] [--followup-tool-choice none]
-       [--dump EVENTS.jsonl] [--only 0,3,17]
+       [--dump EVENTS.jsonl] [--only 0,3,17] [--wait-s 300]
 
 It starts its own cascade gateway (as ``bench/voice_quiz.py`` does), gives each
 conversation the four tools of ``bench/tool_requests.py`` with
@@ -44,6 +44,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "bench")]
 
+import voice_latency  # noqa: E402
 from gateway_process import GatewayProcess  # noqa: E402
 from tool_requests import CONVERSATIONS, TOOLS, VOICES, Ask  # noqa: E402
 from tool_score import Call, check_call, invented, used  # noqa: E402
@@ -310,7 +311,11 @@ def main() -> None:
                         help="tool_choice of the response.create after a tool's output "
                              "(default: the session's, auto)")
     parser.add_argument("--only", help="conversation numbers to run, e.g. 0,3,17")
+    parser.add_argument("--wait-s", type=float, default=voice_latency.WAIT_S,
+                        help="how long one event may take (default %(default)s s; a busy "
+                             "box may need more)")
     args = parser.parse_args()
+    voice_latency.WAIT_S = args.wait_s
     voices = list(VOICES) if not args.voices else [
         (v.split(":")[0], int(v.split(":")[1]) if ":" in v else 0) for v in args.voices.split(",")]
     conversations = list(enumerate(CONVERSATIONS))

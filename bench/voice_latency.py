@@ -80,6 +80,10 @@ def tone(seconds: float) -> np.ndarray:
     return (0.3 * 32767 * np.sin(2 * np.pi * 440 * t)).astype(np.int16)
 
 
+# how long an event may take; a bench may allow more on a busy box
+WAIT_S = 90.0
+
+
 class Session:
     def __init__(self, ws: Any) -> None:
         self.ws = ws
@@ -93,8 +97,8 @@ class Session:
             self.arrived.set()
 
     async def until(self, kind: str, after: int = 0) -> tuple[float, dict[str, Any]]:
-        """The first ``kind`` event at index >= ``after`` (waits at most 90 s)."""
-        async with asyncio.timeout(90):
+        """The first ``kind`` event at index >= ``after`` (waits at most ``WAIT_S``)."""
+        async with asyncio.timeout(WAIT_S):
             while True:
                 for t, ev in self.events[after:]:
                     if ev["type"] == kind:

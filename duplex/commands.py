@@ -53,6 +53,7 @@ class CreateResponse(Command):
     out_of_band: bool  # conversation: "none"
     tools: tuple[Tool, ...] | None = None  # None: the session's
     tool_choice: ToolChoice | None = None  # None: the session's
+    parallel_tool_calls: bool | None = None  # None: the session's
     # the reply's own context (inline items, item_references), in place of the
     # conversation; None: the conversation
     input: tuple[Mapping[str, Any], ...] | None = None
@@ -214,12 +215,16 @@ def _response_create(obj: Mapping[str, Any], eid: str | None) -> Command:
     given = opts.get("input")
     if given is not None and not isinstance(given, list):
         raise f.wrong_type("response.input", "an array", given)
+    parallel = opts.get("parallel_tool_calls")
+    if parallel is not None and not isinstance(parallel, bool):
+        raise f.wrong_type("response.parallel_tool_calls", "a boolean", parallel)
     return CreateResponse(
         eid, instructions, tuple(mods) if mods else None, metadata,
         out_of_band=conversation == "none",
         tools=None if tools is None else parse_tools(tools, "response.tools"),
         tool_choice=None if choice is None else parse_tool_choice(choice,
                                                                   "response.tool_choice"),
+        parallel_tool_calls=parallel,
         input=None if given is None else tuple(
             f.obj(item, f"response.input[{i}]") for i, item in enumerate(given)),
     )

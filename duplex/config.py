@@ -125,7 +125,7 @@ class SessionConfig:
                            "speed": 1.0},
             },
             "max_output_tokens": self.max_output_tokens or "inf",
-            **self._tools_wire(),
+            **self._tools_wire(), "parallel_tool_calls": self.tools.parallel,
         }
 
     def _transcription_wire(self, session_id: str, td: object, transcription: object, *,

@@ -258,10 +258,12 @@ class SessionCore:
         self.abilities.check_tools(cmd.tools or (), "response.tools")
         self.abilities.check_modes(cmd.output_modalities or (), "response.output_modalities")
         self.abilities.check_input(cmd.input)
-        tools = response_toolset(self.config.tools, cmd.tools, cmd.tool_choice)
+        tools = response_toolset(self.config.tools, cmd.tools, cmd.tool_choice,
+                                 cmd.parallel_tool_calls)
         given = None if cmd.input is None else self.conversation.input_items(cmd.input)
         response = self._open_response(cmd, tools)
-        own = tools if cmd.tools is not None or cmd.tool_choice is not None else None
+        asked = (cmd.tools, cmd.tool_choice, cmd.parallel_tool_calls)
+        own = None if asked == (None, None, None) else tools
         self._effects.append(fx.StartResponse(response.fence, response.id, cmd.instructions,
                                               own, given))
 
@@ -337,10 +339,13 @@ class SessionCore:
         return True
 
     def function_call(self, fence: Fence, name: str, arguments: str) -> bool:
-        """A call the model made, whole; False when dropped as stale. The message
-        before it is closed (a reply's words come before its calls)."""
+        """A call the model made, whole; False when dropped as stale, or as a
+        second call where ``parallel_tool_calls`` is false. The message before
+        it is closed (a reply's words come before its calls)."""
         r = self._accepts(fence)
         if r is None or self.closed:
+            return False
+        if not r.tools.parallel and any(o["type"] == "function_call" for o in r.output):
             return False
         if r.message_open:
             self._close_message(r, "completed")

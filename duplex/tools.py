@@ -3,7 +3,9 @@
 OpenAI Realtime's ``tools`` (type ``function``: ``name``, ``description``,
 JSON Schema ``parameters``) and ``tool_choice`` (``auto``, ``none``,
 ``required`` or ``{type: "function", name}``), on the session and per
-``response.create``. Both dialects use the same shapes.
+``response.create``. Both dialects use the same shapes. GA's
+``parallel_tool_calls`` (true by default) says whether one response may make
+several calls; false: at most one.
 
 A tool the gateway cannot offer (any type but ``function``: OpenAI's ``mcp``
 servers) is refused with an error naming the field, never dropped: a client
@@ -52,10 +54,12 @@ class ToolChoice:
 
 @dataclass(frozen=True, slots=True)
 class ToolSet:
-    """What a reply may call: the tools and the choice, checked against each other."""
+    """What a reply may call: the tools and the choice, checked against each
+    other, and whether it may make several calls (``parallel``)."""
 
     tools: tuple[Tool, ...] = ()
     choice: ToolChoice = ToolChoice()
+    parallel: bool = True
 
     @property
     def callable(self) -> tuple[Tool, ...]:
@@ -137,27 +141,32 @@ def parse_tool_choice(value: object, param: str) -> ToolChoice:
     return ToolChoice("function", name)
 
 
-def toolset(tools: tuple[Tool, ...], choice: ToolChoice, param: str) -> ToolSet:
-    """The pair, once a named choice is checked to name one of the tools."""
+def toolset(tools: tuple[Tool, ...], choice: ToolChoice, param: str,
+            parallel: bool = True) -> ToolSet:
+    """The set, once a named choice is checked to name one of the tools."""
     if choice.mode == "function" and not any(t.name == choice.name for t in tools):
         raise InvalidRequest(f"Tool choice '{choice.name}' not found in 'tools' parameter.",
                              code="invalid_value", param=f"{param}.name")
-    return ToolSet(tools, choice)
+    return ToolSet(tools, choice, parallel)
 
 
 def response_toolset(session: ToolSet, tools: tuple[Tool, ...] | None,
-                     choice: ToolChoice | None) -> ToolSet:
-    """A ``response.create``'s own tools and choice, each defaulting to the session's."""
+                     choice: ToolChoice | None, parallel: bool | None = None) -> ToolSet:
+    """A ``response.create``'s own tools, choice and ``parallel_tool_calls``,
+    each defaulting to the session's."""
     return toolset(session.tools if tools is None else tools,
-                   session.choice if choice is None else choice, "response.tool_choice")
+                   session.choice if choice is None else choice, "response.tool_choice",
+                   session.parallel if parallel is None else parallel)
 
 
 def update_toolset(current: ToolSet, obj: Mapping[str, Any], parent: str) -> ToolSet:
-    """``current`` with the ``tools``/``tool_choice`` of ``obj`` (absent: as they were)."""
+    """``current`` with the ``tools``/``tool_choice``/``parallel_tool_calls`` of
+    ``obj`` (absent: as they were)."""
     tools = current.tools
     choice = current.choice
     if obj.get("tools") is not None:
         tools = parse_tools(obj["tools"], f.path(parent, "tools"))
     if obj.get("tool_choice") is not None:
         choice = parse_tool_choice(obj["tool_choice"], f.path(parent, "tool_choice"))
-    return toolset(tools, choice, f.path(parent, "tool_choice"))
+    parallel = f.flag(obj, "parallel_tool_calls", current.parallel, parent)
+    return toolset(tools, choice, f.path(parent, "tool_choice"), parallel)

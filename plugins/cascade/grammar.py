@@ -185,8 +185,8 @@ def call_grammar(tools: Sequence[tuple[str, Any]], *, max_calls: int = 4,
                  bare: bool = False) -> str:
     """A grammar of 1 to ``max_calls`` calls, each ``<tool_call>{"name": N,
     "arguments": A}</tool_call>`` with N one of ``tools``' names (each given as
-    ``(name, parameters schema)``) and A valid under its schema. ``bare``: a
-    single call without the tags is a sentence too (a lazy grammar triggered by
+    ``(name, parameters schema)``) and A valid under its schema. ``bare``: calls
+    without the tags (as many) are a sentence too (a lazy grammar triggered by
     ``{"name"``, which is how a small model often starts a call)."""
     builder = GrammarBuilder()
     ws = builder.primitive("ws")
@@ -199,7 +199,13 @@ def call_grammar(tools: Sequence[tuple[str, Any]], *, max_calls: int = 4,
                         f'{ws} {args} {ws} "}}"'))
     call = builder.rule("call", " | ".join(calls))
     tagged = builder.rule("tagged", f'"<tool_call>" {ws} {call} {ws} "</tool_call>"')
-    more = f" ({ws} {tagged}){{0,{max_calls - 1}}}" if max_calls > 1 else ""
-    root = f"{tagged}{more}" + (f" | {call}" if bare else "")
+    root = _repeated(tagged, ws, max_calls)
+    if bare:
+        root += f" | {_repeated(call, ws, max_calls)}"
     builder.rules = {"root": root, **builder.rules}
     return builder.render()
+
+
+def _repeated(rule: str, ws: str, most: int) -> str:
+    """1 to ``most`` of ``rule``, white space between."""
+    return f"{rule} ({ws} {rule}){{0,{most - 1}}}" if most > 1 else rule

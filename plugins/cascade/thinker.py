@@ -21,8 +21,9 @@ Payloads (what the session runner and the listener send):
   sampled token of every chunk (the reply's EOS included) from the context.
   An empty turn with ``respond`` is answered with ``NOT_HEARD`` straight away,
   without the model (a 135M model answering nothing says something random;
-  the fixed line is instant and honest). An empty turn without ``respond``
-  adds nothing.
+  the fixed line is instant and honest), unless the session's ``tool_choice``
+  requires a call: then the model answers it, held to a call like any reply
+  that must call. An empty turn without ``respond`` adds nothing.
 - ``Draft(text)``: the words of a turn in progress, at a pause: a guess
   (``PromptChunk.speculative``) at the chunk that ``UserTurn(text,
   respond=True)`` would be, planned on a copy of the state. When the turn
@@ -55,11 +56,14 @@ Tools (``plugins.cascade.tool_calls``): the session's tools (``Context.tools``)
 are offered in Qwen2.5's format in the system prompt, or in a system turn where
 they change; a ``StartResponse`` with its own tools offers those for that
 reply. A reply that may call gets llama.cpp options (``PromptChunk.sampling``)
-holding a call to the tools' JSON Schemas. A call in the streamed reply is
-held, never spoken; at the reply's end each call goes out as a ``ToolCall``
-after the reply's words and before its ``last`` clause, and the assistant turn
-is kept as the model wrote it (words and ``<tool_call>`` blocks), so a later
-``function_call_output`` follows on. Words after a call are dropped.
+holding a call to the tools' JSON Schemas (one call where ``parallel_tool_calls``
+is false, up to ``MAX_CALLS`` otherwise), nudged towards a call when it answers
+a request and against one when it answers a tool's output (it should say the
+result). A call in the streamed reply is held, never spoken; at the reply's
+end each call goes out as a ``ToolCall`` after the reply's words and before
+its ``last`` clause, and the assistant turn is kept as the model wrote it
+(words and ``<tool_call>`` blocks), so a later ``function_call_output``
+follows on. Words after a call are dropped.
 
 The plugin declares the stage (``plugins.cascade.llm``: a ``LlamaCppStage``
 with ``LLAMACPP_SAMPLING``, or a ``ResumableLlmStage`` with ``ENGINE_ARGS`` and
@@ -147,6 +151,7 @@ class _Tag:
     seq: int  # the chunk's place in the request
     turn_id: int
     callable: tuple[str, ...] = ()  # the tools this reply may call
+    max_calls: int = tc.MAX_CALLS  # how many (one where parallel_tool_calls is false)
     detached: bool = False  # beside the conversation: its reply is not recorded
 
 
@@ -247,7 +252,7 @@ class ThinkerAdapter:
         seq = self._seq(state)
         tag = _Tag(seq, turn.turn_id)
         head = self._prologue(state, seq, None, None)
-        if not text:  # respond to nothing: the fixed line, no model
+        if not text and not state.tools.must_call:  # respond to nothing: the fixed line
             body = (self._add(state, "user", "", seq, droppable=False)
                     + self._add(state, "assistant", self.not_heard, seq, droppable=False))
             clause = Clause(turn.turn_id, self.not_heard, last=True)
@@ -287,10 +292,11 @@ class ThinkerAdapter:
             head += self._add(state, "system", tc.tools_block(tools.tools), seq, droppable=True)
         # The reply to a tool's output speaks it: the nudge towards calling that a
         # question needs made the model call the same tool again here (the spoken
-        # tool quiz: 17 of 19 follow-ups; without the bias "The" led "{" by 0.3 nats).
+        # tool quiz: 17 of 19 follow-ups; without the bias "The" led "{" by 0.3
+        # nats), and unnudged it still repeated some calls (tc.RESULT_BIAS).
         answering = bool(state.messages) and tc.is_tool_response(state.messages[-1].text)
         return self._generating(state, head, _Tag(seq, respond.fence.turn_id), tools,
-                                favour_calls=not answering)
+                                bias=tc.RESULT_BIAS if answering else tc.CALL_BIAS)
 
     def _detached(self, state: ThinkerState, respond: fx.StartResponse,
                   given: Sequence[Event]) -> PromptChunk:
@@ -306,26 +312,27 @@ class ThinkerAdapter:
         text = "".join(self.markup.turn(role, t) for role, t in turns)
         answering = bool(items) and items[-1].kind == "function_call_output"
         tag = _Tag(self._seq(state), respond.fence.turn_id, detached=True)
-        return replace(self._reply_chunk(text, tag, tools, favour_calls=not answering),
-                       detached=True)
+        bias = tc.RESULT_BIAS if answering else tc.CALL_BIAS
+        return replace(self._reply_chunk(text, tag, tools, bias=bias), detached=True)
 
     def _generating(self, state: ThinkerState, text: str, tag: _Tag,
-                    tools: ToolSet, *, favour_calls: bool = True) -> PromptChunk:
+                    tools: ToolSet, *, bias: float = tc.CALL_BIAS) -> PromptChunk:
         """A reply in the conversation (its assistant turn stays open)."""
         state.assistant_open = True
-        return self._reply_chunk(text, tag, tools, favour_calls=favour_calls)
+        return self._reply_chunk(text, tag, tools, bias=bias)
 
     def _reply_chunk(self, text: str, tag: _Tag, tools: ToolSet, *,
-                     favour_calls: bool) -> PromptChunk:
+                     bias: float) -> PromptChunk:
         """A reply; ``tools`` decides what it may call (and the grammar of a
         call, which a guess at this chunk then carries too, so it adopts)."""
-        tag = replace(tag, callable=tuple(t.name for t in tools.callable))
+        tag = replace(tag, callable=tuple(t.name for t in tools.callable),
+                      max_calls=tc.max_calls(tools))
         max_tokens = self.max_reply_tokens
         if tag.callable:
             max_tokens = max(max_tokens, MAX_CALL_REPLY_TOKENS)
         return PromptChunk(text + self.markup.opening("assistant"), generate=True,
                            max_tokens=max_tokens, tag=tag,
-                           sampling=tc.call_sampling(tools, favour_calls=favour_calls))
+                           sampling=tc.call_sampling(tools, bias=bias))
 
     def _prologue(self, state: ThinkerState, seq: int, instructions: str | None,
                   tools: ToolSet | None) -> str:
@@ -419,7 +426,7 @@ class ThinkerAdapter:
         tag = reply.tag
         rest = reply.splitter.finish()
         reply.spoken.append(rest)
-        calls = [c for c in reply.parser.calls if c.name in tag.callable]
+        calls = [c for c in reply.parser.calls if c.name in tag.callable][:tag.max_calls]
         if not calls:
             if not tag.detached:
                 self._record_reply(state, tag.seq, "".join(reply.spoken).strip())

@@ -22,7 +22,8 @@ answers, 1.7 or more below. With the bias, 6 of 6 tool questions (weather,
 time, a timer; two parameter styles) became valid calls and 6 of 6 others
 (facts, a joke, thanks, "how do I check the weather?") stayed words; without
 it, 1 or 2 of 4 weather questions were calls, depending on the schema's
-wording, and the rest were spoken descriptions of a call.
+wording, and the rest were spoken descriptions of a call. The reply to a
+tool's output leans the other way (``RESULT_BIAS``): it should say the result.
 """
 
 from __future__ import annotations
@@ -42,6 +43,13 @@ _STARTS = (OPEN, BARE)
 _NUDGE = "Call a function whenever one can answer the user; never describe a call in words."
 MAX_CALLS = 4  # calls in one reply: a greedy model may repeat one otherwise
 CALL_BIAS = 1.0  # logit bias for '{"' under auto (see above); a mid-reply '{"' is rare
+# ... and against it in the reply to a tool's output, which should say the result:
+# there the model repeated the call just answered (the spoken tool quiz: "calls
+# again after a result: 10"; lookup_flight(AF22) answered, then the same call
+# again, unbiased; said "The flight AF 22 is delayed …" at -1). A new call the
+# model prefers by more than a nat is still made; a new request from the user
+# gets CALL_BIAS as ever.
+RESULT_BIAS = -1.0
 # llama.cpp's "word" trigger type (common_grammar_trigger_type: token 0, word 1).
 _WORD_TRIGGER = 1
 
@@ -125,8 +133,13 @@ def _unforged(text: str) -> str:
     return text
 
 
+def max_calls(toolset: ToolSet) -> int:
+    """The calls one reply may make: one where ``parallel_tool_calls`` is false."""
+    return MAX_CALLS if toolset.parallel else 1
+
+
 def call_sampling(toolset: ToolSet | None, *,
-                  favour_calls: bool = True) -> Mapping[str, Any] | None:
+                  bias: float = CALL_BIAS) -> Mapping[str, Any] | None:
     """llama.cpp completion options for a reply under ``toolset``: under
     ``auto`` a lazy grammar, idle until the model starts a call; under
     ``required`` or a named tool a grammar the whole reply must match; None
@@ -145,12 +158,12 @@ def call_sampling(toolset: ToolSet | None, *,
         return options
     lazy = not toolset.must_call
     options["grammar"] = call_grammar([(t.name, t.parameters) for t in toolset.callable],
-                                      max_calls=MAX_CALLS, bare=lazy)
+                                      max_calls=max_calls(toolset), bare=lazy)
     options["grammar_lazy"] = lazy
     if lazy:
         options["grammar_triggers"] = [{"type": _WORD_TRIGGER, "value": w} for w in _STARTS]
-    if lazy and favour_calls:
-        options["logit_bias"] = [['{"', CALL_BIAS]]  # a string: llama.cpp finds its tokens
+    if lazy and bias:
+        options["logit_bias"] = [['{"', bias]]  # a string: llama.cpp finds its tokens
     return options
 
 
@@ -166,8 +179,9 @@ class ParsedCall:
 class CallParser:
     """Splits a streamed reply into its words and its calls. Text from the
     first ``<tool_call>`` (or bare ``{"name"``) on is held, never spoken;
-    whole calls are parsed as they close, the rest at ``finish``. Nothing
-    after a call is spoken: the reply ends with its calls."""
+    tagged calls are parsed as they close, the rest (bare calls, one after
+    another, or an unclosed one) at ``finish``. Nothing after a call is
+    spoken: the reply ends with its calls."""
 
     def __init__(self) -> None:
         self._tail = ""  # words that may be the start of a marker
@@ -193,16 +207,16 @@ class CallParser:
         return text[:len(text) - keep]
 
     def finish(self) -> str:
-        """The last words (a marker's start that never became one); parses an
-        unclosed or bare call."""
+        """The last words (a marker's start that never became one); parses the
+        calls still held: bare ones, or one left unclosed."""
         words, self._tail = self._tail, ""
-        held, self._held = self._held, None
-        if held is not None:
-            rest = held.strip()
-            if rest.startswith(OPEN):
-                rest = rest[len(OPEN):].strip()
-            if rest.startswith("{"):
-                self._parse(rest)
+        rest, self._held = (self._held or "").strip(), None
+        while rest:
+            rest = rest.removeprefix(OPEN).lstrip()
+            end = self._parse(rest) if rest.startswith("{") else None
+            if end is None:
+                break
+            rest = rest[end:].lstrip().removeprefix(CLOSE).lstrip()
         return words
 
     def _take_closed(self) -> None:
@@ -211,12 +225,13 @@ class CallParser:
             self._parse(rest[len(OPEN):end].strip())
             self._held = rest[end + len(CLOSE):]
 
-    def _parse(self, text: str) -> None:
+    def _parse(self, text: str) -> int | None:
+        """Takes the call that ``text`` starts with; where it ends (None: no call)."""
         try:
-            call, _ = json.JSONDecoder().raw_decode(text)
+            call, end = json.JSONDecoder().raw_decode(text)
         except ValueError:
             self.broken += 1
-            return
+            return None
         name = call.get("name") if isinstance(call, dict) else None
         args = call.get("arguments", {}) if isinstance(call, dict) else None
         if isinstance(args, str):  # some models write the arguments as a JSON string
@@ -226,5 +241,6 @@ class CallParser:
                 args = None
         if not isinstance(name, str) or not isinstance(args, dict):
             self.broken += 1
-            return
+            return None
         self.calls.append(ParsedCall(name, json.dumps(args, ensure_ascii=False)))
+        return end

@@ -3,7 +3,9 @@
 The tone "model" has no language, so its tool use is steered like its reply
 length (``words=K``): a reply calls a tool when it must (``tool_choice``
 ``required`` or a named function) or when the instructions name one with
-``call=NAME``; the arguments are a sample of the tool's JSON Schema (each
+``call=NAME`` (one call per ``call=``, in order: ``call=a call=b`` makes two,
+whatever ``parallel_tool_calls`` says: the session keeps the first alone
+where it is false); the arguments are a sample of the tool's JSON Schema (each
 required property: an enum's first value, ``"tone"`` for a string, 1 for a
 number, true for a boolean, [] or {}). A reply that follows a tool's output
 never calls again: it says the output ("the tool said …"), as a model that
@@ -24,15 +26,14 @@ _SAMPLES: Mapping[str, Any] = {"string": "tone", "number": 1, "integer": 1, "boo
                                "array": [], "object": {}, "null": None}
 
 
-def chosen_tool(tools: ToolSet, instructions: str) -> Tool | None:
-    """The tool this reply calls, or None to answer in words."""
-    callable_tools = tools.callable
+def chosen_tools(tools: ToolSet, instructions: str) -> list[Tool]:
+    """The tools this reply calls, in order (none: it answers in words)."""
+    callable_tools = {t.name: t for t in tools.callable}
     if not callable_tools:
-        return None
-    match = _CALL_RE.search(instructions)
-    named = next((t for t in callable_tools if match and t.name == match.group(1)), None)
-    if named is None and tools.must_call:
-        return callable_tools[0]
+        return []
+    named = [callable_tools[n] for n in _CALL_RE.findall(instructions) if n in callable_tools]
+    if not named and tools.must_call:
+        return [tools.callable[0]]
     return named
 
 

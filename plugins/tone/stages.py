@@ -131,17 +131,18 @@ def _unanswered(items: tuple[HistoryItem, ...]) -> str | None:
 
 def _reply(state: ThinkState, turn_id: int, instructions: str, tools: ToolSet,
            about: str | None = None) -> Iterator[StageResult]:
-    """A call (``plugins.tone.calls``), or words: the tool's output when one
+    """Calls (``plugins.tone.calls``), or words: the tool's output when one
     came since the user spoke, else ``about`` the words given, else the counted
     reply."""
     output, state.output = state.output, None
     if output is not None:
         yield from _say(turn_id, calls.said_output(output).split())
         return
-    tool = calls.chosen_tool(tools, instructions)
-    if tool is not None:
+    chosen = calls.chosen_tools(tools, instructions)
+    for tool in chosen:
         yield StageResult(Call(turn_id, tool.name, calls.sample_arguments(tool)),
                           segment_finished=True, visible=False)
+    if chosen:
         yield StageResult(Clause(turn_id, "", last=True), segment_finished=True, visible=False)
         return
     if about:

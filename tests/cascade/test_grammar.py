@@ -132,6 +132,10 @@ def test_a_call_names_one_of_the_tools_with_valid_arguments() -> None:
     assert not g.matches("Sure! " + tagged)
     bare = GbnfRegex(call_grammar([("get_weather", WEATHER)], bare=True))
     assert bare.matches(json.dumps(call)) and bare.matches(tagged)
+    assert bare.matches(json.dumps(call) + "\n" + json.dumps(call))  # several, untagged
+    one = GbnfRegex(call_grammar([("get_weather", WEATHER)], max_calls=1, bare=True))
+    assert one.matches(tagged) and one.matches(json.dumps(call))
+    assert not one.matches(tagged + tagged) and not one.matches(json.dumps(call) * 2)
 
 
 _NESTED = {"type": "object", "properties": {

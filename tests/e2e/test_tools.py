@@ -102,6 +102,34 @@ async def test_a_spoken_turn_calls_the_tool_and_its_output_is_answered(
         "function_call", call_id, done["arguments"])
 
 
+async def test_parallel_tool_calls_says_how_many_calls_a_response_makes(
+        client: RealtimeClient) -> None:
+    """The tone plugin makes a call per ``call=``; ``parallel_tool_calls: false``
+    keeps the first alone."""
+    session = await updated(client, tools=[WEATHER, TIME],
+                            instructions="call=get_weather call=get_time")
+    assert session["parallel_tool_calls"] is True  # OpenAI's default
+    await client.send("response.create")
+    events, response = await one_response(client)
+    assert [(o["type"], o["name"]) for o in response["output"]] == [
+        ("function_call", "get_weather"), ("function_call", "get_time")]
+    for index, item in enumerate(response["output"]):  # each streamed at its own index
+        mine = [e["type"] for e in events if e.get("item_id", e.get("item", {}).get("id"))
+                == item["id"]]
+        assert [k for k in mine if k in CALL_EVENTS and not k.endswith(".delta")] == [
+            k for k in CALL_EVENTS if not k.endswith(".delta")], mine
+        added = next(e for e in events if e["type"] == "response.output_item.added"
+                     and e["item"]["id"] == item["id"])
+        assert added["output_index"] == index
+    assert (await updated(client, parallel_tool_calls=False))["parallel_tool_calls"] is False
+    await client.send("response.create")
+    _, response = await one_response(client)
+    assert [o["name"] for o in response["output"]] == ["get_weather"]
+    await client.send("response.create", response={"parallel_tool_calls": True})
+    _, response = await one_response(client)
+    assert [o["name"] for o in response["output"]] == ["get_weather", "get_time"]
+
+
 async def test_per_response_tools_and_choices(client: RealtimeClient) -> None:
     """The session has no tools; a response brings its own, ``none`` forbids calls."""
     await client.send("response.create", response={"tools": [TIME], "tool_choice": "required"})

@@ -108,6 +108,7 @@ VALID = st.fixed_dictionaries({}, optional={
     "tools": st.lists(st.sampled_from(["get_weather", "lookup", "a-b_9"]), unique=True).map(
         lambda names: [{"type": "function", "name": n, "description": n} for n in names]),
     "tool_choice": st.sampled_from(["auto", "none", "required"]),
+    "parallel_tool_calls": st.booleans(),
 })
 # the top-level keys that may change each field ("only fields present change")
 CHANGED_BY = {
@@ -118,7 +119,7 @@ CHANGED_BY = {
     "output_format": {"output_audio_format", "audio"},
     "turn_detection": {"turn_detection", "audio"},
     "transcription": {"input_audio_transcription", "audio"},
-    "tools": {"tools", "tool_choice"},
+    "tools": {"tools", "tool_choice", "parallel_tool_calls"},
     "kind": {"type"},
 }
 

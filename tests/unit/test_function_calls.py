@@ -233,6 +233,39 @@ def test_per_response_tools_and_choice() -> None:
     assert new_core().config.tools == NO_TOOLS
 
 
+def test_parallel_tool_calls_false_keeps_one_call_a_response() -> None:
+    core = new_core(tools=[WEATHER, TIME], parallel_tool_calls=False)
+    assert core.session_object()["parallel_tool_calls"] is False
+    beta = SessionCore(Fence("s2", 1, 0, 0), beta=True, config=core.config)
+    assert "parallel_tool_calls" not in beta.session_object()  # not a beta field
+    effects = respond(core)
+    start = next(e for e in effects if isinstance(e, fx.StartResponse))
+    assert start.tools is None and core.response is not None  # the plugin sees the session's
+    fence = core.response.fence
+    assert core.function_call(fence, "get_weather", '{"city":"Oslo"}')
+    assert not core.function_call(fence, "get_time", "{}")  # a second call is dropped
+    core.effects()
+    core.response_end(fence)
+    output = emitted(core.effects(), E.RESPONSE_DONE)[0]["response"]["output"]
+    assert [o["name"] for o in output] == ["get_weather"]
+    # a response may allow several calls where the session does not
+    effects = respond(core, parallel_tool_calls=True)
+    start = next(e for e in effects if isinstance(e, fx.StartResponse))
+    assert start.tools is not None and start.tools.parallel
+    assert core.response is not None
+    fence = core.response.fence
+    assert core.function_call(fence, "get_weather", "{}")
+    assert core.function_call(fence, "get_time", "{}")
+    core.response_end(fence)
+    output = emitted(core.effects(), E.RESPONSE_DONE)[0]["response"]["output"]
+    assert [(o["name"], i) for i, o in enumerate(output)] == [("get_weather", 0),
+                                                              ("get_time", 1)]
+    error = refused(lambda: respond(core, parallel_tool_calls="no"))
+    assert (error.code, error.param) == ("invalid_type", "response.parallel_tool_calls")
+    error = refused(core.update_session, c.UpdateSession(None, {"parallel_tool_calls": 1}))
+    assert error.param == "session.parallel_tool_calls"
+
+
 def test_a_cancelled_call_only_response_has_no_message() -> None:
     core = new_core(tools=[WEATHER])
     respond(core)

@@ -136,6 +136,19 @@ def _start(turn: int, tools: ToolSet) -> fx.StartResponse:
     return replace(start(turn), tools=tools)
 
 
+def test_a_turn_nothing_was_heard_in_still_calls_where_a_call_is_required() -> None:
+    """The fixed "didn't catch that" line is words: under ``required`` the
+    model answers the empty turn, its grammar holding it to a call."""
+    a, s, _ = session(ToolSet(AUTO.tools, ToolChoice("required")))
+    chunk = plan(a, s, UserTurn(1, "i1", "", True))
+    assert chunk.generate and not chunk.emit
+    assert chunk.text.endswith("<|im_start|>user\n<|im_end|>\n<|im_start|>assistant\n")
+    assert grammar_of(chunk).matches(CALL) and not grammar_of(chunk).matches("Sorry.")
+    a, s, _ = session()  # under auto, the fixed line as before
+    [fixed] = plan(a, s, UserTurn(1, "i1", "", True)).emit
+    assert isinstance(fixed.payload, Clause) and fixed.payload.last
+
+
 def test_a_responses_own_tools_are_offered_for_it() -> None:
     a, s, _ = session(ToolSet())
     chunk = plan(a, s, _start(1, ToolSet((TIME,))))
@@ -194,6 +207,32 @@ def test_a_bare_call_and_words_after_a_call_are_never_spoken() -> None:
     assert [type(p) for p in out] == [ToolCall, Clause] and out[1].last and not out[1].text
 
 
+def test_bare_calls_one_after_another_are_each_a_call() -> None:
+    a, s, _ = session()
+    chunk = plan(a, s, UserTurn(1, "i1", "Weather in Paris and Rome?", True))
+    bare = '{"name": "get_weather", "arguments": ' + json.dumps(PARIS) + "}"
+    out = stream(a, s, chunk, [bare, "\n", bare.replace("Paris", "Rome")])
+    assert [(type(p), json.loads(p.arguments)["location"]) for p in out[:2]] == [
+        (ToolCall, "Paris"), (ToolCall, "Rome")]
+    assert out[2:] == [Clause(1, "", last=True)]
+    assert grammar_of(chunk).matches(bare + "\n" + bare)
+
+
+def test_parallel_tool_calls_false_allows_one_call() -> None:
+    one = replace(AUTO, parallel=False)
+    a, s, _ = session(one)
+    chunk = plan(a, s, UserTurn(1, "i1", "Weather in Paris and Rome?", True))
+    assert grammar_of(chunk).matches(CALL) and not grammar_of(chunk).matches(CALL + CALL)
+    bare = '{"name": "get_weather", "arguments": ' + json.dumps(PARIS) + "}"
+    assert not grammar_of(chunk).matches(bare + bare)
+    # a call more than the grammar let through is still not made
+    out = stream(a, s, chunk, [CALL, CALL.replace("Paris", "Rome")])
+    assert [type(p) for p in out] == [ToolCall, Clause]
+    assert s.messages[-1].text.count("<tool_call>") == 1  # the context holds what was made
+    several = plan(a, s, _start(2, AUTO))  # a response may allow several
+    assert grammar_of(several).matches(CALL + CALL)
+
+
 def test_a_call_to_a_tool_not_offered_is_dropped() -> None:
     a, s, _ = session(ToolSet((TIME,)))
     chunk = plan(a, s, UserTurn(1, "i1", "Weather?", True))
@@ -237,7 +276,7 @@ def test_the_talker_passes_a_call_through_and_the_session_sees_a_function_call()
     assert end == EndOfResponse(1)
 
 
-def test_the_reply_to_a_tools_output_is_not_nudged_to_call_again() -> None:
+def test_the_reply_to_a_tools_output_leans_towards_saying_it() -> None:
     """The spoken tool quiz: with the nudge, 17 of 19 replies to an output called
     the same tool again instead of saying the result."""
     a, s, _ = session()
@@ -248,5 +287,9 @@ def test_the_reply_to_a_tools_output_is_not_nudged_to_call_again() -> None:
                          call_id="call_1")
     plan(a, s, Context(None, (output,)))
     answer = plan(a, s, start(2))
-    assert answer.sampling is not None and "logit_bias" not in answer.sampling
-    assert answer.sampling["grammar_lazy"] is True  # it may still call, unnudged
+    assert answer.sampling is not None
+    [[token, bias]] = answer.sampling["logit_bias"]
+    assert token == '{"' and bias < 0  # leaning towards saying the result
+    assert answer.sampling["grammar_lazy"] is True  # it may still call
+    again = plan(a, s, UserTurn(3, "i3", "And in Rome?", True))  # a new request: nudged
+    assert again.sampling == asked.sampling
