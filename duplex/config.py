@@ -16,6 +16,7 @@ of its update; ``session.updated`` shows what is in effect.
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -27,7 +28,7 @@ from duplex.tools import NO_TOOLS, ToolSet, update_toolset
 from duplex.turn_detection import TurnDetection, parse_turn_detection
 
 __all__ = ["AudioFormat", "SessionConfig", "TurnDetection", "apply_update", "parse_format",
-           "parse_turn_detection"]
+           "parse_turn_detection", "stored_size"]
 
 
 class AudioFormat(enum.StrEnum):
@@ -145,6 +146,12 @@ class SessionConfig:
     def _tools_wire(self) -> dict[str, object]:
         return {"tools": [t.wire() for t in self.tools.tools],
                 "tool_choice": self.tools.choice.wire()}
+
+
+def stored_size(config: SessionConfig, session_id: str) -> int:
+    """Bytes the store keeps for ``config``: the JSON text of its wire form
+    (``gateway.session.history``'s ``SaveConfig``)."""
+    return len(json.dumps(config.wire(session_id)))
 
 
 def parse_format(value: object, param: str) -> AudioFormat:

@@ -129,12 +129,7 @@ class ConversationItems:
                                  "does not exist.", code="item_create_invalid_previous_item_id",
                                  param="previous_item_id")
         item.update(id=item_id, object="realtime.item", type=kind, status="completed")
-        if not self.budget.room_for(item):
-            bounds = self.budget.limits
-            raise InvalidRequest(
-                f"the conversation is full ({len(self.items)} items, {self.budget.total} "
-                f"bytes; at most {bounds.max_items} items and {bounds.max_bytes} bytes): "
-                "delete items first", code="conversation_full", param="item")
+        self._check_room(item)
         self._insert(item_id, item, previous)
         self.budget.set(item_id, item)
         self._effect(fx.SaveItem(item_id, item, previous))
@@ -143,6 +138,20 @@ class ConversationItems:
         after = previous if previous not in (None, ROOT) else self._before(item_id)
         self._emit(E.ITEM_ADDED, previous_item_id=after, item=item)
         self._emit(E.ITEM_DONE, previous_item_id=after, item=item)
+
+    def _check_room(self, item: ev.Event) -> None:
+        budget, bounds = self.budget, self.budget.limits
+        refusal = budget.refusal(item)
+        if refusal == "conversation_full":
+            raise InvalidRequest(
+                f"the conversation is full ({len(self.items)} items, {budget.total} "
+                f"bytes; at most {bounds.max_items} items and {bounds.max_bytes} bytes): "
+                "delete items first", code="conversation_full", param="item")
+        if refusal is not None:
+            raise InvalidRequest(
+                f"the session's store is full: its conversation ({budget.total} bytes) and "
+                f"config ({budget.config_bytes} bytes) may hold {bounds.session_bytes} bytes "
+                "together: delete items first", code=refusal, param="item")
 
     def input_items(self, given: tuple[Mapping[str, Any], ...]) -> tuple[ev.Event, ...]:
         """``response.input``: inline items checked, ``item_reference``s looked up

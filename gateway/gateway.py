@@ -59,6 +59,14 @@ def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+def journal_max_bytes(config: GatewayConfig) -> int:
+    """The journal's half of a session's share of the store (the config and the
+    conversation have the other: ``duplex.conversation``), or less with
+    ``--resume-replay-max-bytes``."""
+    share = config.session_max_store_bytes
+    return min(config.resume_replay_max_bytes, share - share // 2)
+
+
 def _ended(sid: str) -> SessionStateError:
     return SessionStateError(f"session {sid[:40]} has ended or never existed",
                              code="session_resume_expired")
@@ -103,7 +111,8 @@ class Gateway:
     @property
     def conversation_limits(self) -> ConversationLimits:
         return ConversationLimits(self.config.max_conversation_items,
-                                  self.config.max_conversation_bytes)
+                                  self.config.max_conversation_bytes,
+                                  self.config.session_max_store_bytes // 2)
 
     @property
     def owner_ttl_s(self) -> float:
@@ -244,7 +253,7 @@ class Gateway:
         journal = Journal(self.store, Ownership(record.session_id, self.owner, record.incarnation),
                           last_seq=record.last_seq, epoch=record.epoch, beta=beta,
                           limits=JournalLimits(cfg.journal_max_events, cfg.resume_replay_ttl_s,
-                                               cfg.resume_replay_max_bytes),
+                                               journal_max_bytes(cfg)),
                           metrics=self.metrics, clock=self.clock)
         limits = SessionLimits(lead_ms=cfg.output_lead_ms,
                                max_pending_commands=cfg.max_pending_commands,
