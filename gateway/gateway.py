@@ -42,6 +42,7 @@ from gateway.session.attachment import dumps
 from gateway.session.clock import Clock, LoopClock
 from gateway.session.items import SessionLimits
 from gateway.session.journal import Journal, JournalLimits, Ownership
+from gateway.session.machine import store_full_error
 from gateway.session.restore import core_from_record, unfinished_response
 from gateway.session.runner import SessionRunner
 from gateway.session_orchestrator import DuplexOrchestrator, session_of
@@ -261,6 +262,7 @@ class Gateway:
         runner = SessionRunner(core, journal, self.orchestrator, self.plugin, self.metrics,
                                limits, self.clock)
         runner.opened_at = record.created_at
+        runner.machine.store_full = self.store_watch.full
         self.orchestrator.attach(record.session_id, runner)
         self.runners[record.session_id] = runner
         self.metrics.sessions.inc()
@@ -295,6 +297,8 @@ class Gateway:
             raise CapacityError(f"{limit} sessions are open from this address already, the "
                                 "most this gateway allows one address",
                                 code="resource_exhausted")
+        if self.store_watch.full():
+            raise store_full_error()
         config = SessionConfig(kind="transcription" if transcription else "realtime")
         record = await self.store.open_session(
             sid, owner=self.owner, token_digest=token_digest(token),

@@ -427,6 +427,11 @@ class RedisSessionStore:
     async def ping(self) -> None:
         await self._run("ping", self._r.ping())
 
+    async def memory(self) -> tuple[int, int]:
+        """``(used_memory, maxmemory)`` in bytes (maxmemory 0: no limit)."""
+        info = cast(dict[str, Any], await self._run("memory", self._r.info("memory")))
+        return int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
+
     async def close(self) -> None:
         await self.batch.close()
         await self._r.aclose()
