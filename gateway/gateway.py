@@ -96,7 +96,8 @@ class Gateway:
                                                socket_timeouts=False),
                                        timeout_s=config.store_timeout_s,
                                        replica_acks=config.replica_acks,
-                                       ended_ttl_s=config.ended_session_retention_s)
+                                       ended_ttl_s=config.ended_session_retention_s,
+                                       retained_max_bytes=config.retained_max_store_bytes)
         self.plugin: DuplexModelPlugin | None = None
         self.orchestrator: DuplexOrchestrator | None = None
         self.engines: list[StageEngine] = []
