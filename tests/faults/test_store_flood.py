@@ -2,15 +2,20 @@
 messages each field allows, in a loop, closing each session with 1000 and
 opening the next, leaves Valkey's memory bounded by the budgets: a session's
 share (``--session-max-store-bytes``) while it lives, the store-wide budget of
-ended sessions (``--retained-max-store-bytes``) once it has ended."""
+ended sessions (``--retained-max-store-bytes``) once it has ended. And a store
+that is full all the same (other tenants, a small maxmemory) refuses new work
+rather than failing writes mid-turn."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
-from client import RealtimeClient, valkey
+import redis.asyncio as aioredis
+from client import RealtimeClient, eventually, expect_error, valkey
 from gateway_process import running_tone
+from redis_server import RedisServer
 
 from duplex import limits
 
@@ -87,3 +92,47 @@ async def test_a_flooding_client_leaves_valkey_memory_bounded(tmp_path: Path) ->
         assert max(seen) <= bound, (baseline, seen)
         warm = max(seen[:WARM_UP])
         assert max(seen[WARM_UP:]) <= warm + SLACK, (warm, seen)
+
+
+async def first_event_of_a_new_session(url: str) -> dict[str, Any]:
+    c = await RealtimeClient.connect(url)
+    try:
+        return await c.recv()
+    finally:
+        await c.close()
+
+
+async def test_a_full_store_refuses_new_sessions_and_turns_then_takes_them_again(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    # the store's memory is read each reaper interval (a second at most)
+    with running_tone(tmp_path, "--redis-url", redis_server.url,
+                      "--reaper-interval-s", "0.2") as gw:
+        c = await RealtimeClient.connect(gw.ws)
+        assert (await c.recv())["type"] == "session.created"
+        r = aioredis.from_url(redis_server.url, decode_responses=True)
+        try:
+            # another tenant's 20 MB: past 90 % of maxmemory, with a megabyte left
+            # for what the sessions write until the gateway has read it
+            await r.set("filler", "f" * 20_000_000)
+            used = int((await r.info("memory"))["used_memory"])
+            await r.config_set("maxmemory", int(used / 0.95))
+
+            async def refused() -> dict[str, Any] | None:
+                first = await first_event_of_a_new_session(gw.ws)
+                return first if first["type"] == "error" else None
+
+            error = (await eventually(refused, 30, "a new session is refused"))["error"]
+            assert error["code"] == "store_full" and "full" in error["message"]
+            await c.send("response.create")  # a new turn in the session already open
+            await expect_error(c, "store_full")
+            await r.delete("filler")
+
+            async def opened() -> bool:
+                return (await first_event_of_a_new_session(gw.ws))["type"] == "session.created"
+
+            await eventually(opened, 30, "new sessions are taken again")
+            await c.send("response.create")
+            await c.until("response.done", 30)
+        finally:
+            await c.close()
+            await r.aclose()
