@@ -126,7 +126,8 @@ _FLAGS: dict[str, tuple[Any, str]] = {
     "max_conversation_items": (int, "items a conversation holds; past it a client's new "
                                     "item is refused (conversation_full) and the "
                                     "conversation's own turns forget the oldest"),
-    "max_conversation_bytes": (int, "bytes of words a conversation holds (same rule)"),
+    "max_conversation_bytes": (int, "bytes a conversation holds, counted as Redis keeps its "
+                                    "items (their JSON) (same rule)"),
     "ended_session_retention_s": (float, "how long an ended session's keys stay in Redis "
                                          "(a late resume is told it ended)"),
     "session_max_store_bytes": (int, "bytes one session may hold in Redis: its config and "
@@ -139,7 +140,7 @@ _FLAGS: dict[str, tuple[Any, str]] = {
                                       "together; past it the oldest are dropped first"),
     "valkey_maxmemory": (int, "the embedded Valkey's maxmemory in bytes (noeviction: a "
                               "live session's keys are never evicted); new sessions and "
-                              "turns are refused once Redis is 90 % full"),
+                              "turns are refused once Redis holds nine tenths of its maxmemory"),
     "reaper_interval_s": (float, "owner heartbeat and expiry sweep period; an owner "
                                  "is presumed dead after 3 missed beats"),
     "store_timeout_s": (float, "longest wait for one Redis operation"),
