@@ -433,8 +433,12 @@ class RedisSessionStore:
         await self._run("ping", self._r.ping())
 
     async def memory(self) -> tuple[int, int]:
-        """``(used_memory, maxmemory)`` in bytes (maxmemory 0: no limit)."""
-        info = cast(dict[str, Any], await self._run("memory", self._r.info("memory")))
+        """``(used_memory, maxmemory)`` in bytes (maxmemory 0: no limit; so too
+        when the server will not say, e.g. an ACL that denies INFO)."""
+        try:
+            info = cast(dict[str, Any], await self._run("memory", self._r.info("memory")))
+        except rx.ResponseError:
+            return 0, 0
         return int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
 
     async def close(self) -> None:

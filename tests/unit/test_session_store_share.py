@@ -83,3 +83,10 @@ def test_the_conversations_own_items_make_room_within_what_the_config_leaves() -
     budget.set("a", item("a" * 400, "a"))
     budget.set("b", item("b" * 400, "b"))  # together past 1000: the oldest goes
     assert budget.evictions(["a", "b"], keep="b") == ["a"]
+
+
+def test_the_journal_counts_the_bytes_redis_holds_not_characters() -> None:
+    from gateway.session.journal import utf8_size
+
+    assert utf8_size('{"a":"x"}') == 9
+    assert utf8_size('{"a":"é\U0001f600"}') == len('{"a":""}') + 2 + 4
