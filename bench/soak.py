@@ -80,12 +80,16 @@ from gateway_process import GatewayProcess  # noqa: E402
 from hostile import Hostile  # noqa: E402
 from websockets.exceptions import ConnectionClosed  # noqa: E402
 
+from duplex import limits  # noqa: E402
+
 FRAME_MS = 20
 TURN_TIMEOUT_S = 30.0
 REPLY_WORDS = 8  # ~2.4 s of reply audio per normal turn
 DROP_CHANCE = 0.35  # of a normal reply having its socket dropped
 HOSTILE_FRAMES_PER_SESSION = 1000
-BIG_ITEM_CHARS = 256 * 1024  # eight of them pass --max-conversation-bytes (2 MiB)
+# under a content part's limit (duplex.limits.TEXT, 128 KiB); 18 of them pass
+# --max-conversation-bytes (2 MiB)
+BIG_ITEM_CHARS = 120 * 1024
 ABNORMAL = 1006
 GRACE_S = 30.0  # the gateway's --disconnect-grace-s (its default)
 
@@ -456,6 +460,10 @@ class Careless:
     async def stuff_conversation(self) -> None:
         """Pastes huge texts into the conversation until it is full."""
         c, created = await self._open()
+        await self.stuff_conversation_of(c)
+        await self._hang_up(c, created)
+
+    async def stuff_conversation_of(self, c: RealtimeClient) -> None:
         for n in range(64):
             text = f"paste {n} " + "x" * BIG_ITEM_CHARS
             await c.send("conversation.item.create", item={
@@ -466,11 +474,21 @@ class Careless:
                 event = await next_event(c)
             if event["type"] == "error":
                 self.figures.careless_errors[event["error"]["code"]] += 1
-                if event["error"]["code"] != "conversation_full":
+                if event["error"]["code"] not in ("conversation_full", "session_store_full"):
                     raise SoakFailure(event["error"]["code"])
                 break
         else:
             raise SoakFailure("the conversation never filled")
+
+    async def fill_store(self) -> None:
+        """Sends the largest instructions allowed, twice, stuffs the conversation, and
+        closes with 1000: issue 27's flood, bounded now by the session's share of
+        the store and the budget of ended sessions (docs/store.md)."""
+        biggest = "i" * limits.INSTRUCTIONS.size
+        c, created = await self._open(instructions=biggest)
+        await c.send("session.update", session={"instructions": biggest[:-1]})
+        await self._until(c, "session.updated")
+        await self.stuff_conversation_of(c)
         await self._hang_up(c, created)
 
     async def stop_reading(self) -> None:
@@ -522,7 +540,7 @@ class Careless:
     ACTS: ClassVar[list[tuple[Callable[[Careless], Awaitable[None]], float]]] = [
         (vanish_mid_reply, 2), (vanish_idle, 1), (short_sessions, 2),
         (stuff_conversation, 1), (stop_reading, 1), (close_mid_reply, 1),
-        (hang_up_mid_reply, 1), (talk_over, 1), (stale_resume, 1)]
+        (hang_up_mid_reply, 1), (talk_over, 1), (stale_resume, 1), (fill_store, 1)]
 
 
 class Refused(Exception):
