@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from typing import cast
 
 import pytest
 import redis.asyncio as aioredis
@@ -47,11 +48,11 @@ async def test_the_oldest_ended_sessions_go_first_past_the_budget(
         budgeted: RedisSessionStore, raw: aioredis.Redis) -> None:
     for n in range(5):  # about 100 KB each: three fit in 350 KB
         await ended_with_history(budgeted, f"s{n}")
-    kept = await raw.zrange(keys.RETAINED, 0, -1)
+    kept = cast(list[str], await raw.zrange(keys.RETAINED, 0, -1))
     assert kept == ["s2", "s3", "s4"]
     assert await raw.exists(keys.meta("s0"), keys.items("s0"), keys.history("s0")) == 0
     assert await raw.exists(keys.meta("s4"), keys.items("s4")) == 2
-    sizes = await raw.hgetall(keys.RETAINED_SIZES)
+    sizes = cast(dict[str, str], await raw.hgetall(keys.RETAINED_SIZES))
     assert sorted(sizes) == ["*", "s2", "s3", "s4"]
     assert int(sizes["*"]) == sum(int(sizes[s]) for s in kept) <= 350_000
     assert all(int(sizes[s]) > len(PAYLOAD) for s in kept)
@@ -87,4 +88,4 @@ async def test_a_reaped_session_counts_as_an_ended_one(budgeted: RedisSessionSto
         ("s1", lease.ExpiryReason.IDLE_TTL.value, OWNER)]
     assert await budgeted.finish_expiry("s1", OWNER, EXPIRED) == 1
     assert await raw.zrange(keys.RETAINED, 0, -1) == ["s1"]
-    assert int(await raw.hget(keys.RETAINED_SIZES, "*")) > 0
+    assert int(cast(str, await raw.hget(keys.RETAINED_SIZES, "*"))) > 0
