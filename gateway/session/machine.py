@@ -72,7 +72,8 @@ def _never() -> bool:
 
 
 def store_full_error() -> CapacityError:
-    return CapacityError("the session store (Redis) is full: no new turns until it has room "
+    return CapacityError("the session store (Redis) is full: no new sessions or turns until "
+                         "it has room "
                          "(a turn in progress finishes)", code="store_full")
 
 
