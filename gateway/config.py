@@ -135,9 +135,9 @@ _FLAGS: dict[str, tuple[Any, str]] = {
                                      "conversation.item.create are refused with "
                                      "session_store_full), its journal the other half "
                                      "(less if --resume-replay-max-bytes is less)"),
-    "retained_max_store_bytes": (int, "bytes the ended sessions kept for "
-                                      "--ended-session-retention-s may hold in Redis "
-                                      "together; past it the oldest are dropped first"),
+    "retained_max_store_bytes": (int, "bytes the ended sessions still kept in Redis (for "
+                                      "a late resume) may hold together; past it the "
+                                      "oldest are dropped first"),
     "valkey_maxmemory": (int, "the embedded Valkey's maxmemory in bytes (noeviction: a "
                               "live session's keys are never evicted); new sessions and "
                               "turns are refused once Redis holds nine tenths of its maxmemory"),
