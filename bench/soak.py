@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/soak.py [--minutes 30] [--quick] [--normal 4] [--hostile 2]
                                    [--careless 4] [--sample-s 30] [--seed 1]
+                                   [--retained-max-store-bytes BYTES]
 
 It starts its own tone gateway (``tests/gateway_process.py``: 127.0.0.1, port 0,
 an embedded Valkey in a temporary --data-dir) and runs three kinds of client
@@ -19,9 +20,11 @@ next to each other until the time is up:
   of which must get one ``error``.
 - **careless** clients do what careless clients do, picked at random: vanish
   mid-reply (TCP abort, never resume), open many short sessions, stuff the
-  conversation until ``conversation_full``, stop reading while a reply streams,
-  send ``session.close`` or hang up mid-reply, talk over the reply, resume a
-  session they already closed.
+  conversation until ``conversation_full``, flood the store (the largest
+  instructions allowed, twice, then a stuffed conversation, and a close with
+  1000: issue 27), stop reading while a reply streams, send ``session.close``
+  or hang up mid-reply, talk over the reply, resume a session they already
+  closed.
 
 Every ``--sample-s`` it prints the gateway's RSS, Valkey's ``used_memory`` and
 key count, open sessions and server events/s and errors/s (from ``/metrics``).
@@ -37,6 +40,9 @@ drop ourselves). The exit status is 1 when any of them is not.
 The gateway runs with ``--ended-session-retention-s`` = ``--retention-s`` (60 s;
 the product's default is 300 s): ended sessions' keys are bounded by time, and
 a shorter retention lets them reach their steady state early in the run.
+``--retained-max-store-bytes`` passes the gateway's flag of that name: a
+budget the ended sessions reach within the run shows Valkey's memory held by
+it (docs/store.md).
 """
 
 from __future__ import annotations
@@ -745,7 +751,9 @@ async def run(args: argparse.Namespace) -> int:
             "--host", "127.0.0.1", "--plugin", "tone", "--output-lead-ms", "300",
             "--log-level", "warning", "--max-sessions", str(args.max_sessions),
             "--disconnect-grace-s", str(GRACE_S),
-            "--ended-session-retention-s", str(args.retention_s)])
+            "--ended-session-retention-s", str(args.retention_s),
+            *(["--retained-max-store-bytes", str(args.retained_max_store_bytes)]
+              if args.retained_max_store_bytes is not None else [])])
         gw.start()
         if heap is not None and gw.proc is not None:
             heap.pid = gw.proc.pid
@@ -885,6 +893,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-sessions", type=int, default=64)
     p.add_argument("--retention-s", type=float, default=60.0,
                    help="the gateway's --ended-session-retention-s")
+    p.add_argument("--retained-max-store-bytes", type=int, default=None,
+                   help="the gateway's --retained-max-store-bytes (unset: its default)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--tracemalloc", type=int, default=0, metavar="FRAMES",
                    help="diagnosis: trace the gateway's Python heap (FRAMES deep) and "
