@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/soak.py [--minutes 30] [--quick] [--normal 4] [--hostile 2]
                                    [--careless 4] [--sample-s 30] [--seed 1]
+                                   [--retained-max-store-bytes BYTES]
 
 It starts its own tone gateway (``tests/gateway_process.py``: 127.0.0.1, port 0,
 an embedded Valkey in a temporary --data-dir) and runs three kinds of client
@@ -19,9 +20,11 @@ next to each other until the time is up:
   of which must get one ``error``.
 - **careless** clients do what careless clients do, picked at random: vanish
   mid-reply (TCP abort, never resume), open many short sessions, stuff the
-  conversation until ``conversation_full``, stop reading while a reply streams,
-  send ``session.close`` or hang up mid-reply, talk over the reply, resume a
-  session they already closed.
+  conversation until ``conversation_full``, flood the store (the largest
+  instructions allowed, twice, then a stuffed conversation, and a close with
+  1000: issue 27), stop reading while a reply streams, send ``session.close``
+  or hang up mid-reply, talk over the reply, resume a session they already
+  closed.
 
 Every ``--sample-s`` it prints the gateway's RSS, Valkey's ``used_memory`` and
 key count, open sessions and server events/s and errors/s (from ``/metrics``).
@@ -37,6 +40,9 @@ drop ourselves). The exit status is 1 when any of them is not.
 The gateway runs with ``--ended-session-retention-s`` = ``--retention-s`` (60 s;
 the product's default is 300 s): ended sessions' keys are bounded by time, and
 a shorter retention lets them reach their steady state early in the run.
+``--retained-max-store-bytes`` passes the gateway's flag of that name: a
+budget the ended sessions reach within the run shows Valkey's memory held by
+it (docs/store.md).
 """
 
 from __future__ import annotations
@@ -85,7 +91,12 @@ TURN_TIMEOUT_S = 30.0
 REPLY_WORDS = 8  # ~2.4 s of reply audio per normal turn
 DROP_CHANCE = 0.35  # of a normal reply having its socket dropped
 HOSTILE_FRAMES_PER_SESSION = 1000
-BIG_ITEM_CHARS = 256 * 1024  # eight of them pass --max-conversation-bytes (2 MiB)
+# the largest session.instructions allowed (duplex.limits.INSTRUCTIONS; the soak
+# runs outside the package, as a script, and says the number itself)
+INSTRUCTIONS_BYTES = 128 * 1024
+# under a content part's limit (duplex.limits.TEXT, 128 KiB); 18 of them pass
+# --max-conversation-bytes (2 MiB)
+BIG_ITEM_CHARS = 120 * 1024
 ABNORMAL = 1006
 GRACE_S = 30.0  # the gateway's --disconnect-grace-s (its default)
 
@@ -456,6 +467,10 @@ class Careless:
     async def stuff_conversation(self) -> None:
         """Pastes huge texts into the conversation until it is full."""
         c, created = await self._open()
+        await self.stuff_conversation_of(c)
+        await self._hang_up(c, created)
+
+    async def stuff_conversation_of(self, c: RealtimeClient) -> None:
         for n in range(64):
             text = f"paste {n} " + "x" * BIG_ITEM_CHARS
             await c.send("conversation.item.create", item={
@@ -466,11 +481,21 @@ class Careless:
                 event = await next_event(c)
             if event["type"] == "error":
                 self.figures.careless_errors[event["error"]["code"]] += 1
-                if event["error"]["code"] != "conversation_full":
+                if event["error"]["code"] not in ("conversation_full", "session_store_full"):
                     raise SoakFailure(event["error"]["code"])
                 break
         else:
             raise SoakFailure("the conversation never filled")
+
+    async def fill_store(self) -> None:
+        """Sends the largest instructions allowed, twice, stuffs the conversation, and
+        closes with 1000: issue 27's flood, bounded now by the session's share of
+        the store and the budget of ended sessions (docs/store.md)."""
+        biggest = "i" * INSTRUCTIONS_BYTES
+        c, created = await self._open(instructions=biggest)
+        await c.send("session.update", session={"instructions": biggest[:-1]})
+        await self._until(c, "session.updated")
+        await self.stuff_conversation_of(c)
         await self._hang_up(c, created)
 
     async def stop_reading(self) -> None:
@@ -522,7 +547,7 @@ class Careless:
     ACTS: ClassVar[list[tuple[Callable[[Careless], Awaitable[None]], float]]] = [
         (vanish_mid_reply, 2), (vanish_idle, 1), (short_sessions, 2),
         (stuff_conversation, 1), (stop_reading, 1), (close_mid_reply, 1),
-        (hang_up_mid_reply, 1), (talk_over, 1), (stale_resume, 1)]
+        (hang_up_mid_reply, 1), (talk_over, 1), (stale_resume, 1), (fill_store, 1)]
 
 
 class Refused(Exception):
@@ -726,7 +751,9 @@ async def run(args: argparse.Namespace) -> int:
             "--host", "127.0.0.1", "--plugin", "tone", "--output-lead-ms", "300",
             "--log-level", "warning", "--max-sessions", str(args.max_sessions),
             "--disconnect-grace-s", str(GRACE_S),
-            "--ended-session-retention-s", str(args.retention_s)])
+            "--ended-session-retention-s", str(args.retention_s),
+            *(["--retained-max-store-bytes", str(args.retained_max_store_bytes)]
+              if args.retained_max_store_bytes is not None else [])])
         gw.start()
         if heap is not None and gw.proc is not None:
             heap.pid = gw.proc.pid
@@ -866,6 +893,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-sessions", type=int, default=64)
     p.add_argument("--retention-s", type=float, default=60.0,
                    help="the gateway's --ended-session-retention-s")
+    p.add_argument("--retained-max-store-bytes", type=int, default=None,
+                   help="the gateway's --retained-max-store-bytes (unset: its default)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--tracemalloc", type=int, default=0, metavar="FRAMES",
                    help="diagnosis: trace the gateway's Python heap (FRAMES deep) and "

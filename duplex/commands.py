@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from duplex import fields as f
-from duplex import speedups
+from duplex import limits, speedups
 from duplex.errors import InvalidRequest
 from duplex.tools import Tool, ToolChoice, parse_tool_choice, parse_tools
 
@@ -198,6 +198,8 @@ def _response_create(obj: Mapping[str, Any], eid: str | None) -> Command:
     instructions = opts.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
         raise f.wrong_type("response.instructions", "a string", instructions)
+    if instructions is not None:
+        limits.bounded(instructions, limits.INSTRUCTIONS, "response.instructions")
     mods = opts.get("output_modalities", opts.get("modalities"))
     if mods is not None and (not isinstance(mods, list)
                              or any(m not in ("audio", "text") for m in mods) or not mods):
@@ -205,7 +207,7 @@ def _response_create(obj: Mapping[str, Any], eid: str | None) -> Command:
                              code="invalid_value", param="response.output_modalities")
     metadata = opts.get("metadata")
     if metadata is not None:
-        metadata = f.obj(metadata, "response.metadata")
+        metadata = limits.metadata(f.obj(metadata, "response.metadata"), "response.metadata")
     conversation = opts.get("conversation", "auto")
     if conversation not in ("auto", "none"):
         raise InvalidRequest("response.conversation must be 'auto' or 'none'",

@@ -16,17 +16,19 @@ of its update; ``session.updated`` shows what is in effect.
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from duplex import fields as f
+from duplex import limits
 from duplex.errors import InvalidRequest
 from duplex.tools import NO_TOOLS, ToolSet, update_toolset
 from duplex.turn_detection import TurnDetection, parse_turn_detection
 
 __all__ = ["AudioFormat", "SessionConfig", "TurnDetection", "apply_update", "parse_format",
-           "parse_turn_detection"]
+           "parse_turn_detection", "stored_size"]
 
 
 class AudioFormat(enum.StrEnum):
@@ -146,6 +148,12 @@ class SessionConfig:
                 "tool_choice": self.tools.choice.wire()}
 
 
+def stored_size(config: SessionConfig, session_id: str) -> int:
+    """Bytes the store keeps for ``config``: the JSON text of its wire form
+    (``gateway.session.history``'s ``SaveConfig``)."""
+    return len(json.dumps(config.wire(session_id)))
+
+
 def parse_format(value: object, param: str) -> AudioFormat:
     """An audio format given as a beta string or a GA ``{type, rate}`` object."""
     name: object = value
@@ -178,9 +186,16 @@ def _transcription(value: object, param: str) -> str | None:
     if value is None:
         return None
     obj = f.obj(value, param)
-    for key in ("language", "prompt"):  # not used, but a wrong type is still wrong
-        f.text(obj, key, "", param)
-    return f.text(obj, "model", "default", param) or "default"
+    # not used, but a wrong type or length is still wrong
+    limits.bounded(f.text(obj, "language", "", param), limits.WORD, f"{param}.language")
+    limits.bounded(f.text(obj, "prompt", "", param), limits.TRANSCRIPTION_PROMPT,
+                   f"{param}.prompt")
+    return _word(obj, "model", "default", param) or "default"
+
+
+def _word(obj: Mapping[str, Any], key: str, current: str, parent: str) -> str:
+    """A name (model, voice): a string of at most ``limits.WORD``."""
+    return limits.bounded(f.text(obj, key, current, parent), limits.WORD, f.path(parent, key))
 
 
 def _max_tokens(raw: object, param: str) -> int | None:
@@ -225,7 +240,7 @@ def _audio_output(out: Mapping[str, Any], config: SessionConfig,
     where = "session.audio.output"
     if "format" in out:
         changes["output_format"] = parse_format(out["format"], f"{where}.format")
-    changes["voice"] = f.text(out, "voice", changes.get("voice", config.voice), where)
+    changes["voice"] = _word(out, "voice", changes.get("voice", config.voice), where)
 
 
 def apply_update(config: SessionConfig, session: object) -> SessionConfig:
@@ -233,12 +248,14 @@ def apply_update(config: SessionConfig, session: object) -> SessionConfig:
     obj = f.obj(session, "session")
     changes: dict[str, Any] = {}
     if "instructions" in obj:
-        changes["instructions"] = f.text(obj, "instructions", config.instructions, "session")
-    changes["model"] = f.text(obj, "model", config.model, "session")
+        changes["instructions"] = limits.bounded(
+            f.text(obj, "instructions", config.instructions, "session"), limits.INSTRUCTIONS,
+            "session.instructions")
+    changes["model"] = _word(obj, "model", config.model, "session")
     for key in ("output_modalities", "modalities"):
         if key in obj:
             changes["output_modalities"] = _modalities(obj[key], f"session.{key}")
-    changes["voice"] = f.text(obj, "voice", config.voice, "session")
+    changes["voice"] = _word(obj, "voice", config.voice, "session")
     for key in ("max_output_tokens", "max_response_output_tokens"):
         if key in obj:
             changes["max_output_tokens"] = _max_tokens(obj[key], f"session.{key}")

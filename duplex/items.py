@@ -17,6 +17,7 @@ from duplex import commands as c
 from duplex import effects as fx
 from duplex import events as ev
 from duplex import fields as f
+from duplex import limits
 from duplex.conversation import ItemBudget
 from duplex.errors import InvalidRequest
 from duplex.events import ServerEvent as E
@@ -38,11 +39,22 @@ def _message(item: dict[str, Any], where: str) -> None:
     if not isinstance(content, list) or not all(isinstance(p, Mapping) for p in content):
         raise InvalidRequest(f"{where}.content must be a list of content parts",
                              code="invalid_value", param=f"{where}.content")
+    for i, part in enumerate(content):
+        for key in ("text", "transcript"):
+            if isinstance(part.get(key), str):
+                limits.bounded(part[key], limits.TEXT, f"{where}.content[{i}].{key}")
+
+
+# how long each string field of a tool call item may be (duplex.limits)
+_FIELD_LIMITS: Mapping[str, limits.Limit] = {
+    "call_id": limits.CALL_ID, "name": limits.NAME, "arguments": limits.ARGUMENTS,
+    "output": limits.OUTPUT}
 
 
 def _strings(*required: str, optional: tuple[str, ...] = ()) -> Check:
     """A check that ``required`` are strings, ``optional`` strings when present
-    (absent: ""), as OpenAI's item fields for tool calls are."""
+    (absent: ""), as OpenAI's item fields for tool calls are, each within its
+    limit."""
 
     def check(item: dict[str, Any], where: str) -> None:
         for key in (*required, *optional):
@@ -55,6 +67,8 @@ def _strings(*required: str, optional: tuple[str, ...] = ()) -> Check:
                                      param=f"{where}.{key}")
             elif not isinstance(value, str):
                 raise f.wrong_type(f"{where}.{key}", "a string", value)
+            else:
+                limits.bounded(value, _FIELD_LIMITS[key], f"{where}.{key}")
     return check
 
 
@@ -104,6 +118,7 @@ class ConversationItems:
             raise InvalidRequest(f"Invalid type for 'item.id': expected a string, not "
                                  f"{type(item_id).__name__}", code="invalid_type",
                                  param="item.id")
+        limits.bounded(item_id, limits.ITEM_ID, "item.id")
         if item_id in self.items:  # OpenAI's code: clients treat it as "already there"
             raise InvalidRequest(f"Error adding item: the item with id '{item_id}' already "
                                  "exists.", code="item_create_duplicate_item_id",
@@ -114,12 +129,7 @@ class ConversationItems:
                                  "does not exist.", code="item_create_invalid_previous_item_id",
                                  param="previous_item_id")
         item.update(id=item_id, object="realtime.item", type=kind, status="completed")
-        if not self.budget.room_for(item):
-            limits = self.budget.limits
-            raise InvalidRequest(
-                f"the conversation is full ({len(self.items)} items, {self.budget.total} "
-                f"bytes; at most {limits.max_items} items and {limits.max_bytes} bytes): "
-                "delete items first", code="conversation_full", param="item")
+        self._check_room(item)
         self._insert(item_id, item, previous)
         self.budget.set(item_id, item)
         self._effect(fx.SaveItem(item_id, item, previous))
@@ -128,6 +138,20 @@ class ConversationItems:
         after = previous if previous not in (None, ROOT) else self._before(item_id)
         self._emit(E.ITEM_ADDED, previous_item_id=after, item=item)
         self._emit(E.ITEM_DONE, previous_item_id=after, item=item)
+
+    def _check_room(self, item: ev.Event) -> None:
+        budget, bounds = self.budget, self.budget.limits
+        refusal = budget.refusal(item)
+        if refusal == "conversation_full":
+            raise InvalidRequest(
+                f"the conversation is full ({len(self.items)} items, {budget.total} "
+                f"bytes; at most {bounds.max_items} items and {bounds.max_bytes} bytes): "
+                "delete items first", code="conversation_full", param="item")
+        if refusal is not None:
+            raise InvalidRequest(
+                f"the session's store is full: its conversation ({budget.total} bytes) and "
+                f"config ({budget.config_bytes} bytes) may hold {bounds.session_bytes} bytes "
+                "together: delete items first", code=refusal, param="item")
 
     def input_items(self, given: tuple[Mapping[str, Any], ...]) -> tuple[ev.Event, ...]:
         """``response.input``: inline items checked, ``item_reference``s looked up

@@ -22,7 +22,7 @@ from duplex import commands as c
 from duplex import effects as fx
 from duplex import events as ev
 from duplex.abilities import ModelAbilities
-from duplex.config import SessionConfig, apply_update
+from duplex.config import SessionConfig, apply_update, stored_size
 from duplex.conversation import ItemBudget
 from duplex.errors import InvalidRequest, SessionStateError
 from duplex.events import ServerEvent as E
@@ -72,6 +72,7 @@ class SessionCore:
     _effects: list[fx.Effect] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self.budget.config_bytes = stored_size(self.config, self.fence.session_id)
         self.conversation = ConversationItems(self.items, self.budget,
                                               effect=self._effects.append, new_id=self._new_id)
 
@@ -117,6 +118,7 @@ class SessionCore:
         config = apply_update(self.config, cmd.session)
         self.abilities.check_tools(config.tools.tools, "session.tools")
         self.abilities.check_modes(config.output_modalities, "session.output_modalities")
+        self.budget.set_config(stored_size(config, self.fence.session_id))  # or refused
         self.config = config
         self._effects.append(fx.SaveConfig())
         instructions = config.instructions if config.instructions != before.instructions else None

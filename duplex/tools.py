@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from duplex import fields as f
+from duplex import limits
 from duplex.errors import InvalidRequest
 
 MAX_TOOLS = 128  # OpenAI's limit for a request's tools
@@ -114,7 +115,8 @@ def _tool(raw: object, param: str) -> Tool:
                              "Expected a string that matches the pattern "
                              "'^[a-zA-Z0-9_-]{1,64}$'.", code="invalid_value",
                              param=f"{param}.name")
-    description = f.text(obj, "description", "", param)
+    description = limits.bounded(f.text(obj, "description", "", param),
+                                 limits.TOOL_DESCRIPTION, f"{param}.description")
     parameters = obj.get("parameters")
     if parameters is None:
         return Tool(name, description)
@@ -123,6 +125,7 @@ def _tool(raw: object, param: str) -> Tool:
         raise InvalidRequest(f"Invalid schema for function '{name}': schema must be a JSON "
                              "Schema of 'type: \"object\"'.", code="invalid_function_parameters",
                              param=f"{param}.parameters")
+    limits.bounded_json(schema, limits.TOOL_PARAMETERS, f"{param}.parameters")
     return Tool(name, description, dict(schema))
 
 

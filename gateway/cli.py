@@ -123,7 +123,8 @@ def serve(config: GatewayConfig) -> int:
             after, before, config.max_connections)
     embedded = None
     if config.redis_url is None:
-        embedded = Supervisor(EmbeddedValkey(config.data_dir / "valkey"))
+        embedded = Supervisor(EmbeddedValkey(config.data_dir / "valkey",
+                                             maxmemory=config.valkey_maxmemory))
         try:
             config = replace(config, redis_url=embedded.server.start())
         except DataDirInUse as exc:

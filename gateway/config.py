@@ -64,6 +64,9 @@ class GatewayConfig:
     max_conversation_items: int = 1000
     max_conversation_bytes: int = 2 * 1024 * 1024
     ended_session_retention_s: float = 300.0
+    session_max_store_bytes: int = 16 * 1024 * 1024
+    retained_max_store_bytes: int = 256 * 1024 * 1024
+    valkey_maxmemory: int = 2 * 1024 * 1024 * 1024
     reaper_interval_s: float = 1.0
     store_timeout_s: float = 2.0
     store_down_unhealthy_s: float = 30.0
@@ -145,9 +148,21 @@ _FLAGS: dict[str, tuple[Any, str]] = {
     "max_conversation_items": (int, "items a conversation holds; past it a client's new "
                                     "item is refused (conversation_full) and the "
                                     "conversation's own turns forget the oldest"),
-    "max_conversation_bytes": (int, "bytes of words a conversation holds (same rule)"),
+    "max_conversation_bytes": (int, "bytes a conversation holds, counted as Redis keeps its "
+                                    "items (their JSON) (same rule)"),
     "ended_session_retention_s": (float, "how long an ended session's keys stay in Redis "
                                          "(a late resume is told it ended)"),
+    "session_max_store_bytes": (int, "bytes one session may hold in Redis: its config and "
+                                     "conversation at most half (past it session.update and "
+                                     "conversation.item.create are refused with "
+                                     "session_store_full), its journal the other half "
+                                     "(less if --resume-replay-max-bytes is less)"),
+    "retained_max_store_bytes": (int, "bytes the ended sessions still kept in Redis (for "
+                                      "a late resume) may hold together; past it the "
+                                      "oldest are dropped first"),
+    "valkey_maxmemory": (int, "the embedded Valkey's maxmemory in bytes (noeviction: a "
+                              "live session's keys are never evicted); new sessions and "
+                              "turns are refused once Redis holds nine tenths of its maxmemory"),
     "reaper_interval_s": (float, "owner heartbeat and expiry sweep period; an owner "
                                  "is presumed dead after 3 missed beats"),
     "store_timeout_s": (float, "longest wait for one Redis operation"),
@@ -295,6 +310,7 @@ def _check(config: GatewayConfig, environ: dict[str, str] | None = None) -> None
     """Refuse values the gateway could only fail on later (SystemExit: one line)."""
     if config.redis_replica_acks is not None and config.redis_replica_acks < 0:
         raise SystemExit("--redis-replica-acks must be >= 0")
+    _check_store(config)
     if not 1 <= config.workers <= MAX_WORKERS:
         raise SystemExit(f"--workers must be between 1 and {MAX_WORKERS}")
     check_numbers(config)
@@ -318,6 +334,17 @@ def _check(config: GatewayConfig, environ: dict[str, str] | None = None) -> None
     except ValueError as exc:
         raise SystemExit(f"--allowed-origins: {str(exc)!r:.80} is not an origin (scheme://host, "
                          "scheme://host:port, scheme://host:* or *)") from None
+
+
+MIN_SESSION_STORE_BYTES = 256 * 1024  # a config, a few items and some journal
+
+
+def _check_store(config: GatewayConfig) -> None:
+    if config.session_max_store_bytes < MIN_SESSION_STORE_BYTES:
+        raise SystemExit(f"--session-max-store-bytes must be at least "
+                         f"{MIN_SESSION_STORE_BYTES}")
+    if config.valkey_maxmemory < 64 * 1024 * 1024:
+        raise SystemExit("--valkey-maxmemory must be at least 67108864 (64 MiB)")
 
 
 def _check_carriers(config: GatewayConfig) -> None:

@@ -19,7 +19,8 @@ FLAG_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
     "store": ("Redis or the embedded Valkey, and what a session keeps there for resume", (
         "redis_url", "redis_replica_acks", "journal_max_events", "resume_replay_ttl_s",
         "resume_replay_max_bytes", "ended_session_retention_s", "reaper_interval_s",
-        "store_timeout_s", "store_down_unhealthy_s")),
+        "store_timeout_s", "store_down_unhealthy_s", "session_max_store_bytes",
+        "retained_max_store_bytes", "valkey_maxmemory")),
     "security and TLS": ("who may connect, and over what", (
         "api_key", "allowed_origins", "ssl_certfile", "ssl_keyfile", "ssl_ca_file")),
     "connections": ("the door: how many, how slow, how compressed", (

@@ -42,6 +42,7 @@ from gateway.session.attachment import dumps
 from gateway.session.clock import Clock, LoopClock
 from gateway.session.items import SessionLimits
 from gateway.session.journal import Journal, JournalLimits, Ownership
+from gateway.session.machine import store_full_error
 from gateway.session.restore import core_from_record, unfinished_response
 from gateway.session.runner import SessionRunner
 from gateway.session_orchestrator import DuplexOrchestrator, session_of
@@ -58,6 +59,14 @@ LOADING = "loading: "  # readiness's reason while the plugin loads, before its s
 
 def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+def journal_max_bytes(config: GatewayConfig) -> int:
+    """The journal's half of a session's share of the store (the config and the
+    conversation have the other: ``duplex.conversation``), or less with
+    ``--resume-replay-max-bytes``."""
+    share = config.session_max_store_bytes
+    return min(config.resume_replay_max_bytes, share - share // 2)
 
 
 def _ended(sid: str) -> SessionStateError:
@@ -88,7 +97,8 @@ class Gateway:
                                                socket_timeouts=False),
                                        timeout_s=config.store_timeout_s,
                                        replica_acks=config.replica_acks,
-                                       ended_ttl_s=config.ended_session_retention_s)
+                                       ended_ttl_s=config.ended_session_retention_s,
+                                       retained_max_bytes=config.retained_max_store_bytes)
         self.plugin: DuplexModelPlugin | None = None
         self.orchestrator: DuplexOrchestrator | None = None
         self.engines: list[StageEngine] = []
@@ -104,7 +114,8 @@ class Gateway:
     @property
     def conversation_limits(self) -> ConversationLimits:
         return ConversationLimits(self.config.max_conversation_items,
-                                  self.config.max_conversation_bytes)
+                                  self.config.max_conversation_bytes,
+                                  self.config.session_max_store_bytes // 2)
 
     @property
     def owner_ttl_s(self) -> float:
@@ -259,7 +270,7 @@ class Gateway:
         journal = Journal(self.store, Ownership(record.session_id, self.owner, record.incarnation),
                           last_seq=record.last_seq, epoch=record.epoch, beta=beta,
                           limits=JournalLimits(cfg.journal_max_events, cfg.resume_replay_ttl_s,
-                                               cfg.resume_replay_max_bytes),
+                                               journal_max_bytes(cfg)),
                           metrics=self.metrics, clock=self.clock)
         limits = SessionLimits(lead_ms=cfg.output_lead_ms,
                                max_pending_commands=cfg.max_pending_commands,
@@ -267,6 +278,7 @@ class Gateway:
         runner = SessionRunner(core, journal, self.orchestrator, self.plugin, self.metrics,
                                limits, self.clock)
         runner.opened_at = record.created_at
+        runner.machine.store_full = self.store_watch.full
         self.orchestrator.attach(record.session_id, runner)
         self.runners[record.session_id] = runner
         self.metrics.sessions.inc()
@@ -301,6 +313,8 @@ class Gateway:
             raise CapacityError(f"{limit} sessions are open from this address already, the "
                                 "most this gateway allows one address",
                                 code="resource_exhausted")
+        if self.store_watch.full():
+            raise store_full_error()
         config = SessionConfig(kind="transcription" if transcription else "realtime")
         record = await self.store.open_session(
             sid, owner=self.owner, token_digest=token_digest(token),

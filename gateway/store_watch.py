@@ -7,6 +7,11 @@ that is shorter) from the gateway's start, before and apart from the plugin: a
 slow model load is not an outage, and an outage is seen even when the
 housekeeping never started. Any other call that reached the store may say so
 with ``answered()``.
+
+It also reads how full the store is (``INFO memory``): at ``FULL_AT`` of its
+``maxmemory`` the gateway takes no new sessions and no new turns, so that the
+turns in progress have the rest to finish in (docs/store.md). A store without
+``maxmemory`` is never full here.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from collections.abc import Callable
 from duplex.errors import DuplexError
 from duplex.store.redis_store import RedisSessionStore
 
+FULL_AT = 0.9  # of maxmemory: new work is refused past it
+
 
 class StoreWatch:
     def __init__(self, store: RedisSessionStore, interval_s: float, *,
@@ -27,6 +34,14 @@ class StoreWatch:
         self._clock = clock
         self._started_at = clock()
         self._answered_at: float | None = None
+        self._full = False
+
+    def full(self) -> bool:
+        """Whether the store was past ``FULL_AT`` of its maxmemory when last read."""
+        return self._full
+
+    def measured(self, used: int, limit: int) -> None:
+        self._full = limit > 0 and used >= FULL_AT * limit
 
     def answered(self) -> None:
         self._answered_at = self._clock()
@@ -52,6 +67,7 @@ class StoreWatch:
             try:
                 await self._store.ping()
                 self.answered()
+                self.measured(*await self._store.memory())
             except DuplexError:
                 pass  # readiness reports the cause; this only keeps the time
             await asyncio.sleep(self._interval_s)

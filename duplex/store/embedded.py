@@ -143,8 +143,10 @@ class EmbeddedValkey:
     restarts it on the same socket and AOF.
     """
 
-    def __init__(self, data_dir: Path, *, ready_timeout_s: float = 5.0) -> None:
+    def __init__(self, data_dir: Path, *, ready_timeout_s: float = 5.0,
+                 maxmemory: int = 0) -> None:
         self.data_dir = Path(data_dir)
+        self.maxmemory = maxmemory  # bytes; 0: no limit
         self.socket_path = self.data_dir / "valkey.sock"
         self.log_path = self.data_dir / "valkey.log"
         self.pid_path = self.data_dir / "valkey.pid"  # written by the server itself
@@ -207,6 +209,10 @@ class EmbeddedValkey:
             "--dir", str(self.data_dir), "--pidfile", str(self.pid_path),
             "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
             "--hz", "100", "--daemonize", "no", "--logfile", str(self.log_path),
+            # full is full: a write past maxmemory fails (OOM) rather than evicting a
+            # key, since any key may be a live session's; the gateway stops taking
+            # new work before that (gateway.store_watch)
+            "--maxmemory", str(self.maxmemory), "--maxmemory-policy", "noeviction",
         ]
 
     def _ready(self) -> bool:

@@ -23,6 +23,12 @@ REPLICATION_BARRIER = "dg:replication_barrier"
 # (Lua's string.format reads them the same way).
 META = "dg:{%s}:meta"
 OWNER_SESSIONS = "dg:owner:{%s}:sessions"
+# every key of one session (meta first), for scripts that drop a retained session
+SESSION_TEMPLATES = ("dg:{%s}:meta", "dg:{%s}:journal", "dg:{%s}:history", "dg:{%s}:items")
+# ended sessions kept for --ended-session-retention-s: zset sid -> end (ms), and
+# hash sid -> bytes (their sum under "*"), bounded by --retained-max-store-bytes
+RETAINED = "dg:retained"
+RETAINED_SIZES = "dg:retained_sizes"
 
 # Braces would break the hash tag; whitespace and control characters have no
 # business in an id (a resume id comes from a URL).

@@ -58,6 +58,7 @@ class RedisSessionStore:
         *,
         timeout_s: float | None = 5.0,
         ended_ttl_s: float = 3600.0,
+        retained_max_bytes: int = 256 * 1024 * 1024,
         replica_acks: int = 0,
         batch_limits: BatchLimits = DEFAULT_LIMITS,
     ) -> None:
@@ -69,6 +70,7 @@ class RedisSessionStore:
         # WAIT must answer well inside the operation's own timeout
         self._wait_ms = max(1, int(1000 * (timeout_s or 5.0) / 2))
         self._ended_ttl_ms = int(ended_ttl_s * 1000)
+        self._retained_max_bytes = retained_max_bytes
         self._s = Scripts.register(client)
         self.batch = WriteBatcher(client, timeout_s=timeout_s, replica_acks=replica_acks,
                                   wait_ms=self._wait_ms, limits=batch_limits)
@@ -146,8 +148,10 @@ class RedisSessionStore:
         sid = keys.checked_id(session_id)
         ended: int = await self._run("close_session", self._s.close(
             keys=[keys.meta(sid), keys.LEASES, keys.EXPIRING, keys.owner_sessions(owner),
+                  keys.RETAINED, keys.RETAINED_SIZES,
                   keys.journal(sid), keys.history(sid), keys.items(sid)],
-            args=[sid, owner, incarnation, state, self._ended_ttl_ms],
+            args=[sid, owner, incarnation, state, self._ended_ttl_ms, self._retained_max_bytes,
+                  *keys.SESSION_TEMPLATES],
         ))
         return ended == 1
 
@@ -299,9 +303,10 @@ class RedisSessionStore:
         sid = keys.checked_id(session_id)
         seq: int | None = await self._run("finish_expiry", self._s.finish_expiry(
             keys=[keys.meta(sid), keys.LEASES, keys.EXPIRING, keys.journal(sid),
-                  keys.history(sid), keys.items(sid)],
+                  keys.history(sid), keys.items(sid), keys.RETAINED, keys.RETAINED_SIZES],
             args=[sid, claimer, event_json, _SEQ_KEY, self._ended_ttl_ms,
-                  keys.OWNER_SESSIONS, *_TERMINALS],
+                  keys.OWNER_SESSIONS, self._retained_max_bytes,
+                  " ".join(keys.SESSION_TEMPLATES), *_TERMINALS],
         ))
         return seq
 
@@ -426,6 +431,15 @@ class RedisSessionStore:
 
     async def ping(self) -> None:
         await self._run("ping", self._r.ping())
+
+    async def memory(self) -> tuple[int, int]:
+        """``(used_memory, maxmemory)`` in bytes (maxmemory 0: no limit; so too
+        when the server will not say, e.g. an ACL that denies INFO)."""
+        try:
+            info = cast(dict[str, Any], await self._run("memory", self._r.info("memory")))
+        except rx.ResponseError:
+            return 0, 0
+        return int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
 
     async def close(self) -> None:
         await self.batch.close()

@@ -43,6 +43,12 @@ REPAIR_MAX_BYTES = 1024 * 1024
 PAGE = 500  # journal entries read a round trip (a replay, a reconcile)
 
 
+def utf8_size(text: str) -> int:
+    """The bytes Redis holds for ``text`` (an event's JSON: mostly ASCII, and
+    ``isascii`` copies nothing)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
 @dataclass(frozen=True, slots=True)
 class Ownership:
     """The session and who holds it: what every write of it is fenced by (I3)."""
@@ -105,7 +111,8 @@ class Journal:
             return []
         now = self._clock.wall()
         batch = [(seq, out.text) for seq, out in stamped]
-        trim = self._trim_point(now, sum(len(text) for _, text in batch))
+        sizes = [utf8_size(text) for _, text in batch]
+        trim = self._trim_point(now, sum(sizes))
         with self._fenced:
             try:
                 await self._append(batch, now, trim, fence)
@@ -116,9 +123,9 @@ class Journal:
         self.last_seq = stamped[-1][0]
         while self._window and trim is not None and self._window[0][1] <= trim:
             self._window_bytes -= self._window.popleft()[2]
-        for seq, out in stamped:
-            self._window.append((now, seq, len(out.text)))
-            self._window_bytes += len(out.text)
+        for (seq, out), size in zip(stamped, sizes, strict=True):
+            self._window.append((now, seq, size))
+            self._window_bytes += size
             self._keep(now, seq, out.text)
         return [out for _, out in stamped]
 

@@ -28,7 +28,7 @@ from duplex import attach as at
 from duplex import commands as c
 from duplex import effects as fx
 from duplex.dispatch import apply_command
-from duplex.errors import SessionStateError
+from duplex.errors import CapacityError, SessionStateError
 from duplex.events import ServerEvent, event
 from duplex.fence import Fence, is_current_epoch
 from duplex.session import SessionCore
@@ -63,6 +63,18 @@ from gateway.session.replies import ReplyFeed, ReplyTimings
 from plugins import base as pb
 
 DEFAULT_PREFIX_MS = 300  # speech kept for a barge-in's new epoch without server VAD
+# the commands that start new work in the store: refused while it is full
+NEW_WORK = (c.CreateResponse, c.CreateItem, c.UpdateSession, c.CommitInput)
+
+
+def _never() -> bool:
+    return False
+
+
+def store_full_error() -> CapacityError:
+    return CapacityError("the session store (Redis) is full: no new sessions or turns until "
+                         "it has room "
+                         "(a turn in progress finishes)", code="store_full")
 
 
 class SessionMachine:
@@ -76,6 +88,10 @@ class SessionMachine:
         self.timings = ReplyTimings(clock.now)
         self.replies = ReplyFeed(core, self.audio, self.timings, metrics, clock.now)
         self._clock = clock
+        # whether the store is too full for new work (the gateway's StoreWatch.full);
+        # a speech start heard while it is, and its stop, are not turns
+        self.store_full = _never
+        self._unheard = False
 
     @property
     def fence(self) -> Fence:
@@ -149,9 +165,11 @@ class SessionMachine:
             case c.ResumeSession():
                 raise SessionStateError("session.resume must be the first message",
                                         code="invalid_session_resume")
-            case c.UpdateSession():
+            case c.UpdateSession() if not self.store_full():
                 apply_command(self.core, cmd)
                 self.audio.configure(self.core.config)
+            case _ if isinstance(cmd, NEW_WORK) and self.store_full():
+                raise store_full_error()
             case _:
                 apply_command(self.core, cmd)
         yield from self._effects()
@@ -172,7 +190,12 @@ class SessionMachine:
         """Speech starts and stops the VAD heard, each fed to the core and its
         effects acted on in turn."""
         for vad_event in vad_events:
-            if vad_event.started:
+            if vad_event.started and self.store_full():
+                self._unheard = True
+                yield Publish([event(ServerEvent.ERROR, error=store_full_error().to_wire())])
+            elif self._unheard:  # the stop of a speech not heard
+                self._unheard = False
+            elif vad_event.started:
                 self.core.speech_started(vad_event.audio_ms)
                 yield from self._effects()
             else:

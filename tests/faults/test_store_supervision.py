@@ -1,7 +1,7 @@
 """The embedded Valkey under a real gateway: killed, it is restarted and sessions go on;
 a store gone too long fails ``/healthz``; a data dir has one owner.
 
-docs/store.md "The embedded store". The server's pid is in ``<data-dir>/valkey/valkey.pid``
+docs/store.md "The embedded Valkey". The server's pid is in ``<data-dir>/valkey/valkey.pid``
 (the server writes it); the gateway logs one line per restart.
 """
 

@@ -33,9 +33,9 @@ PCM = base64.b64encode(b"\x01\x02\x03\x04").decode()
         ({"type": "response.create", "response": None},
          c.CreateResponse(None, None, None, None, False)),
         ({"type": "response.create", "response": {
-            "instructions": "Say hi", "output_modalities": ["text"], "metadata": {"k": 1},
+            "instructions": "Say hi", "output_modalities": ["text"], "metadata": {"k": "1"},
             "conversation": "none"}},
-         c.CreateResponse(None, "Say hi", ("text",), {"k": 1}, True)),
+         c.CreateResponse(None, "Say hi", ("text",), {"k": "1"}, True)),
         ({"type": "response.create", "response": {"modalities": ["audio", "text"],
                                                   "metadata": None,
                                                   "conversation": "auto"}},

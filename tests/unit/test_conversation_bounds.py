@@ -4,6 +4,7 @@ oldest (``duplex.conversation``)."""
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from typing import Any
 
@@ -60,13 +61,23 @@ def test_a_client_item_past_the_item_bound_is_refused_and_changes_nothing() -> N
 
 
 def test_a_client_item_past_the_byte_bound_is_refused() -> None:
-    s = core(max_bytes=2 * ITEM_OVERHEAD + 10)
+    probe = core()
+    add(probe, "x" * 5, "a")
+    one = probe.budget.total  # what a small item holds in the store
+    s = core(max_bytes=2 * one + 5)
     add(s, "x" * 5, "a")
     with pytest.raises(InvalidRequest) as err:
         add(s, "y" * 20, "b")
     assert err.value.code == "conversation_full"
     add(s, "z" * 5, "c")  # one that fits still goes in
     assert list(s.items) == ["a", "c"]
+
+
+def test_an_item_counts_every_field_it_is_stored_with_not_only_its_words() -> None:
+    plain = text_item("hi")
+    padded = {**plain, "extra": "p" * 1000}
+    assert item_size(padded) == item_size(plain) + len(', "extra": ""') + 1000
+    assert item_size(plain) == ITEM_OVERHEAD + len(json.dumps(plain))
 
 
 def test_a_committed_turn_makes_room_by_forgetting_the_oldest() -> None:
@@ -80,11 +91,17 @@ def test_a_committed_turn_makes_room_by_forgetting_the_oldest() -> None:
 
 
 def test_a_transcript_that_outgrows_the_bytes_forgets_the_oldest() -> None:
-    s = core(max_items=10, max_bytes=3 * ITEM_OVERHEAD + 50)
-    add(s, "a" * 40, "a")
-    add(s, "b" * 5, "b")
-    commit(s)
-    user_item = next(reversed(s.items))
+    def conversation(max_bytes: int) -> tuple[SessionCore, str]:
+        s = core(max_items=10, max_bytes=max_bytes)
+        add(s, "a" * 40, "a")
+        add(s, "b" * 5, "b")
+        commit(s)
+        return s, next(reversed(s.items))
+
+    probe, user_item = conversation(10**6)
+    probe.transcript(user_item, "w" * 30)
+    s, _ = conversation(probe.budget.total - 1)  # the transcript takes it past the bound
+    s.effects()
     s.transcript(user_item, "w" * 30)  # now over the byte bound: "a" goes
     effects = s.effects()
     assert deleted(effects) == ["a"]
@@ -107,9 +124,8 @@ def test_a_reply_makes_room_and_never_forgets_itself() -> None:
 def test_a_deletion_gives_its_bytes_back() -> None:
     s = core(max_items=10)
     add(s, "hello", "a")
-    before = s.budget.total
+    assert s.budget.total == item_size(s.items["a"]) > item_size(text_item("hello"))
     s.delete_item(c.DeleteItem(None, "a"))
-    assert s.budget.total == before - item_size(text_item("hello"))
     assert s.budget.total == 0
 
 

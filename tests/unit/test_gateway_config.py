@@ -47,6 +47,9 @@ def test_a_bad_env_value_names_its_variable() -> None:
     ([], {"DUPLEX_GATEWAY_LOOP": "trio"}, "--loop must be one of"),
     (["--ws-compression", "gzip"], {}, "--ws-compression must be one of"),
     (["--exotel-credentials", "no-colon"], {}, "--exotel-credentials is KEY:TOKEN"),
+    (["--session-max-store-bytes", "1000"], {}, "--session-max-store-bytes must be at least"),
+    (["--retained-max-store-bytes", "-1"], {}, "--retained-max-store-bytes must be 0 or more"),
+    ([], {"DUPLEX_GATEWAY_VALKEY_MAXMEMORY": "1024"}, "--valkey-maxmemory must be at least"),
 ])
 def test_values_the_gateway_cannot_use_are_refused_at_start(argv: list[str],
                                                             env: dict[str, str],
@@ -145,3 +148,12 @@ def test_help_lists_every_flag_once_in_its_section() -> None:
     port = parser._option_string_actions["--port"]
     assert port.help is not None and port.help.endswith("[env DUPLEX_GATEWAY_PORT; default 8000]")
     assert all(action.default is None for action in parser._actions if action.dest != "help")
+
+
+def test_the_journal_keeps_the_other_half_of_a_sessions_share() -> None:
+    from gateway.gateway import journal_max_bytes
+
+    assert journal_max_bytes(config_of([])) == 8 * 1024 * 1024  # as before the budget
+    small = config_of(["--session-max-store-bytes", str(1024 * 1024)])
+    assert journal_max_bytes(small) == 512 * 1024
+    assert journal_max_bytes(config_of(["--resume-replay-max-bytes", "1000"])) == 1000

@@ -43,3 +43,14 @@ def test_a_bound_of_zero_never_fails_healthz() -> None:
     w = watch(clock)
     clock.now += 1e6
     assert w.unhealthy(0.0) == ""
+
+
+def test_the_store_is_full_at_nine_tenths_of_its_maxmemory() -> None:
+    w = watch(Clock())
+    assert not w.full()  # not read yet
+    w.measured(899, 1000)
+    assert not w.full()
+    w.measured(900, 1000)
+    assert w.full()
+    w.measured(10**9, 0)  # no maxmemory: never full
+    assert not w.full()

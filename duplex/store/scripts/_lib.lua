@@ -109,3 +109,41 @@ local function raise_read(m, changes, field, value)
     changes[#changes + 1] = value
   end
 end
+
+-- An ended session joins the retained ones: `retained` (zset: sid -> end ms) and
+-- `sizes` (hash: sid -> its bytes, their sum under '*'). Those whose retention
+-- ran out leave first; then, while the sum is over `budget`, the oldest are
+-- dropped, keys and all (docs/store.md "Budgets"). `templates`: the printf
+-- names of a session's keys, meta first.
+local function forget_retained(sizes, sid)
+  local bytes = tonumber(redis.call('HGET', sizes, sid) or '0')
+  redis.call('HINCRBY', sizes, '*', -bytes)
+  redis.call('HDEL', sizes, sid)
+end
+
+local function retain(retained, sizes, sid, keep_ms, budget, templates)
+  local now = redis.call('TIME')
+  local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+  for _, old in ipairs(redis.call('ZRANGEBYSCORE', retained, '-inf',
+                                  '(' .. exact(now_ms - keep_ms))) do
+    redis.call('ZREM', retained, old)
+    forget_retained(sizes, old)
+  end
+  local bytes = 0
+  for _, template in ipairs(templates) do
+    bytes = bytes + (redis.call('MEMORY', 'USAGE', string.format(template, sid)) or 0)
+  end
+  forget_retained(sizes, sid)  -- a second end of the same session counts once
+  redis.call('ZADD', retained, exact(now_ms), sid)
+  redis.call('HSET', sizes, sid, bytes)
+  local total = redis.call('HINCRBY', sizes, '*', bytes)
+  while total > budget do
+    local oldest = redis.call('ZPOPMIN', retained)[1]
+    if not oldest then break end
+    for _, template in ipairs(templates) do
+      redis.call('DEL', string.format(template, oldest))
+    end
+    forget_retained(sizes, oldest)
+    total = tonumber(redis.call('HGET', sizes, '*'))
+  end
+end

@@ -1,8 +1,11 @@
 -- End a session (duplex.lease.end) and free its admission slot. Returns 1 only
 -- for the call that ended it. Keys linger so a late resume learns it ended.
 -- The owner may also end a session it claimed for expiry itself (claim_expired).
--- KEYS: meta, leases, expiring, owner_sessions, then the other session keys to expire
--- ARGV: sid, owner, incarnation, end state, keep_ms
+-- Kept within the store-wide budget of ended sessions (retain, in _lib.lua).
+-- KEYS: meta, leases, expiring, owner_sessions, retained, retained sizes, then the
+--       other session keys to expire
+-- ARGV: sid, owner, incarnation, end state, keep_ms, retained budget (bytes), then
+--       the printf names of a session's keys
 local meta = KEYS[1]
 local m = redis.call('HMGET', meta, 'state', 'owner', 'incarnation', 'expiring_by')
 local own_claim = m[1] == 'expiring' and m[4] == ARGV[2]
@@ -17,5 +20,6 @@ redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('SREM', KEYS[4], ARGV[1])
 redis.call('PEXPIRE', meta, ARGV[5])
-for i = 5, #KEYS do redis.call('PEXPIRE', KEYS[i], ARGV[5]) end
+for i = 7, #KEYS do redis.call('PEXPIRE', KEYS[i], ARGV[5]) end
+retain(KEYS[5], KEYS[6], ARGV[1], tonumber(ARGV[5]), tonumber(ARGV[6]), {unpack(ARGV, 7)})
 return 1

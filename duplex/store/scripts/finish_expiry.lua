@@ -3,10 +3,11 @@
 -- in close.lua. Returns the terminal's seq, or nil when this claimer holds no
 -- claim on it (finished already, re-claimed by another, never claimed): a
 -- second run appends nothing.
--- KEYS: meta, leases, expiring, journal, history, items
+-- KEYS: meta, leases, expiring, journal, history, items, retained, retained sizes
 -- ARGV: sid, claimer, event JSON holding '<seq key>0' once, seq key
 --       ('"server_event_seq":'), keep_ms, owner sessions key template,
---       then the terminal event types
+--       retained budget (bytes), the printf names of a session's keys joined
+--       by spaces, then the terminal event types
 local meta, journal = KEYS[1], KEYS[4]
 local m = redis.call('HMGET', meta, 'state', 'expiring_by', 'owner', 'last_seq')
 if m[1] ~= 'expiring' or m[2] ~= ARGV[2] then return nil end
@@ -21,7 +22,7 @@ local function journaled_terminal()
   if not top then return nil end
   local ok, event = pcall(cjson.decode, top[2][2])
   if not ok or type(event) ~= 'table' then return nil end
-  for i = 7, #ARGV do
+  for i = 9, #ARGV do
     if event['type'] == ARGV[i] then return tonumber(string.match(top[1], '^(%d+)%-')) end
   end
   return nil
@@ -40,7 +41,10 @@ redis.call('HINCRBY', meta, 'generation', 1)
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('SREM', string.format(ARGV[6], m[3]), ARGV[1])
-for i = 1, #KEYS do
+for i = 1, 6 do
   if i ~= 2 and i ~= 3 then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end
 end
+local templates = {}
+for template in string.gmatch(ARGV[8], '%S+') do templates[#templates + 1] = template end
+retain(KEYS[7], KEYS[8], ARGV[1], tonumber(ARGV[5]), tonumber(ARGV[7]), templates)
 return seq
