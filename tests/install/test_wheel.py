@@ -26,7 +26,8 @@ DEMO_FILES = sorted(p for p in (REPO / "web_demo").iterdir() if p.suffix != ".py
 # every module the wheel ships, imported by name; each says where it came from
 # A module that is an optional extra's own half (imported lazily, only when the
 # extra's feature is asked for) and the top-level package it may miss.
-EXTRA_MODULES = {"gateway.tracing_otlp": "opentelemetry"}
+EXTRA_MODULES = {"gateway.tracing_otlp": "opentelemetry",
+                 "gateway.webrtc_call": "aiortc", "gateway.transports.peer": "aiortc"}
 
 IMPORT_ALL = f"""
 import importlib, pkgutil
