@@ -31,6 +31,7 @@ from gateway.transports.speaker import FRAME_SAMPLES, Speaker
 
 log = logging.getLogger(__name__)
 
+MAX_LAG_S = 0.1  # the speaker track catches up this much at once, no more
 MAX_QUEUED_FRAMES = 500  # 10 s of microphone audio the session has not taken yet
 _TIME_BASE = fractions.Fraction(1, TRACK_RATE)
 
@@ -59,6 +60,10 @@ class ReplyTrack(MediaStreamTrack):
             wait = self._start + self._pts / TRACK_RATE - loop.time()
             if wait > 0:
                 await asyncio.sleep(wait)
+            elif wait < -MAX_LAG_S:
+                # a loop that fell behind starts the clock again rather than bursting
+                # the backlog: the peer's jitter buffer drops what comes in a burst
+                self._start -= wait
         frame = av.AudioFrame(format="s16", layout="mono", samples=FRAME_SAMPLES)
         frame.planes[0].update(self.speaker.frame().tobytes())
         frame.pts = self._pts

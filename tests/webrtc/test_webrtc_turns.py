@@ -4,6 +4,7 @@ dropped peer's session resumed over the WebSocket."""
 
 from __future__ import annotations
 
+import httpx
 import numpy as np
 from client import (
     RealtimeClient,
@@ -105,6 +106,8 @@ async def test_the_multipart_session_is_applied_before_the_first_turn(
         done = await peer.until("response.done")
         transcript = done["response"]["output"][0]["content"][0]["transcript"]
         assert len(transcript.split()) == 4 + 3  # "answer to turn 1:" then 3 words
+        async with httpx.AsyncClient(timeout=30.0) as http:  # OpenAI's name for the hang-up
+            assert (await http.post(peer.call_url + "/hangup")).status_code == 204
     finally:
         await peer.close()
 
