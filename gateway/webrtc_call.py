@@ -115,6 +115,9 @@ class PeerCall:
             if self.mic is not None:
                 listening = asyncio.create_task(self.frames.listen(self.mic))
             await serve(attachment)
+        except Exception:  # a bug of ours, or the store failing the attach: no orphan
+            runner.request_close("webrtc_failed")
+            raise
         finally:
             if listening is not None:
                 listening.cancel()
@@ -145,9 +148,11 @@ class Calls:
         call.task = asyncio.create_task(call.run(runner, token, codec, update, ice_timeout_s),
                                         name=call.call_id)
 
-        def ended(_: object) -> None:
+        def ended(task: asyncio.Task[None]) -> None:
             self.calls.pop(call.call_id, None)
             gauge.dec()
+            if not task.cancelled() and task.exception() is not None:
+                log.error("call %s failed", call.call_id, exc_info=task.exception())
 
         call.task.add_done_callback(ended)
 
