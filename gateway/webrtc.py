@@ -8,15 +8,21 @@ origin rules as ``/v1/realtime``. It answers ``201`` with the SDP answer
 ``oai-events`` data channel then speaks the Realtime GA dialect
 (``gateway.transports.webrtc_attachment``) and the audio goes both ways as Opus.
 ``DELETE /v1/realtime/calls/{call_id}`` (or OpenAI's ``POST .../hangup``) hangs up:
-the session ends. A refusal is an OpenAI-shaped ``{"error": {...}}`` with a 4xx or
+the session ends; a process that does not hold the call passes the hang-up to the
+one that does. A refusal is an OpenAI-shaped ``{"error": {...}}`` with a 4xx or
 5xx, before any session or peer connection exists. ``?resumable=0`` makes a
 dropped peer end the session instead of detaching it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import re
+import ssl
+import urllib.error
+import urllib.request
 from typing import TYPE_CHECKING
 
 from starlette.datastructures import UploadFile
@@ -30,6 +36,7 @@ from duplex.config import SessionConfig, apply_update
 from duplex.errors import CapacityError, DuplexError, InvalidRequest
 from gateway.auth import AccessPolicy
 from gateway.log_limits import LogLimiter
+from gateway.owner_relay import RELAYED_BY_HEADER, relay_tls
 from gateway.transports.realtime_codec import RealtimeCodec
 from gateway.transports.sdp_offer import check_offer
 
@@ -41,6 +48,14 @@ log = logging.getLogger(__name__)
 _refusals = LogLimiter(log)
 
 SESSION_PART_BYTES = 1024 * 1024  # the multipart ``session`` object: instructions, tools
+CALL_PREFIX, SESSION_PREFIX = "rtc_", "sess_"
+RELAY_TIMEOUT_S = 15.0
+
+
+def call_id_of(session_id: str) -> str:
+    """A call's id: ``rtc_`` and its session id's tail, so that any process can tell
+    whose call an id names (the hang-up relay below)."""
+    return CALL_PREFIX + session_id.removeprefix(SESSION_PREFIX)
 
 
 def _error(status: int, error: DuplexError) -> JSONResponse:
@@ -87,7 +102,7 @@ async def create_call(request: Request) -> Response:
         return _error(status, exc)
     resumable = request.query_params.get("resumable", "1").lower() not in ("0", "false", "no")
     codec = RealtimeCodec(gateway.config.max_message_bytes, resumable=resumable)
-    calls.start(call, gateway, runner, token, codec, update)
+    calls.start(call, call_id_of(runner.session_id), gateway, runner, token, codec, update)
     log.info("call %s: session %s, answered", call.call_id, runner.session_id)
     return Response(answer, status_code=201, media_type="application/sdp",
                     headers={"Location": f"/v1/realtime/calls/{call.call_id}"})
@@ -151,10 +166,43 @@ async def hang_up(request: Request) -> Response:
         return _error(401 if refusal.code == "invalid_api_key" else 403, refusal)
     calls = calls_of(request)
     call_id = request.path_params["call_id"]
-    if calls is None or not await calls.hang_up(call_id):
-        return _error(404, InvalidRequest(f"no call {call_id[:80]!r} on this gateway",
-                                          code="call_not_found", param="call_id"))
-    return Response(status_code=204)
+    if calls is not None and await calls.hang_up(call_id):
+        return Response(status_code=204)
+    if await _hung_up_by_owner(request, call_id):
+        return Response(status_code=204)
+    return _error(404, InvalidRequest(f"no call {call_id[:80]!r} on this gateway",
+                                      code="call_not_found", param="call_id"))
+
+
+async def _hung_up_by_owner(request: Request, call_id: str) -> bool:
+    """Under ``--workers`` (or behind a load balancer) a hang-up can reach a process
+    that does not hold the call: the call's session names its owner, whose advertised
+    address takes the ``DELETE`` (once: a relayed one is never relayed again)."""
+    gateway: Gateway = request.app.state.gateway
+    if RELAYED_BY_HEADER in request.headers or not call_id.startswith(CALL_PREFIX):
+        return False
+    owner = await gateway.owner_elsewhere(SESSION_PREFIX + call_id.removeprefix(CALL_PREFIX))
+    if owner is None:
+        return False
+    url = re.sub(r"^ws", "http", owner.rstrip("/")) + f"/v1/realtime/calls/{call_id}"
+    headers = {RELAYED_BY_HEADER: gateway.owner}
+    if gateway.config.api_key is not None:
+        headers["Authorization"] = f"Bearer {gateway.config.api_key}"
+    tls = relay_tls(gateway.config) if url.startswith("https:") else None
+    return await asyncio.to_thread(_delete, url, headers, tls) == 204
+
+
+def _delete(url: str, headers: dict[str, str], tls: ssl.SSLContext | None) -> int:
+    """One ``DELETE``'s status (0: the owner could not be reached)."""
+    request = urllib.request.Request(url, method="DELETE", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=RELAY_TIMEOUT_S, context=tls) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError as exc:  # URLError is one: the owner went, or cannot be reached
+        log.info("the hang-up of a call could not reach its owner: %s", exc)
+        return 0
 
 
 def webrtc_routes() -> list[Route]:

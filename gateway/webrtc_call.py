@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import secrets
 from typing import TYPE_CHECKING
 
 from aiortc import (
@@ -48,8 +47,8 @@ HANGUP_WAIT_S = 10.0  # a DELETE answers once the session has ended, or after th
 
 
 class PeerCall:
-    def __init__(self, call_id: str) -> None:
-        self.call_id = call_id
+    def __init__(self) -> None:
+        self.call_id = ""  # named once its session is open (``Calls.start``)
         # no STUN or TURN server: the gateway answers with its host candidates (a
         # public deployment puts it where the peers can reach them)
         self.pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
@@ -137,11 +136,12 @@ class Calls:
         self.calls: dict[str, PeerCall] = {}
 
     def new(self) -> PeerCall:
-        return PeerCall("rtc_" + secrets.token_hex(12))
+        return PeerCall()
 
-    def start(self, call: PeerCall, gateway: Gateway, runner: SessionRunner, token: str,
-              codec: RealtimeCodec, update: c.UpdateSession | None) -> None:
-        self.calls[call.call_id] = call
+    def start(self, call: PeerCall, call_id: str, gateway: Gateway, runner: SessionRunner,
+              token: str, codec: RealtimeCodec, update: c.UpdateSession | None) -> None:
+        call.call_id = call_id
+        self.calls[call_id] = call
         gauge = gateway.metrics.webrtc_calls
         gauge.inc()
         ice_timeout_s = gateway.config.webrtc_ice_timeout_s
