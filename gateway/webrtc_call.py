@@ -58,6 +58,7 @@ class PeerCall:
         self.mic: MediaStreamTrack | None = None
         self.connected = asyncio.Event()  # the oai-events channel opened, or the peer failed
         self.task: asyncio.Task[None] | None = None
+        self.runner: SessionRunner | None = None
         self.pc.on("datachannel", self._channel)
         self.pc.on("track", self._track)
         self.pc.on("connectionstatechange", self._state)
@@ -96,6 +97,7 @@ class PeerCall:
         """Attach the session once the peer connects, then serve it; end it if the
         peer never does."""
         listening: asyncio.Task[None] | None = None
+        self.runner = runner
         try:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.connected.wait(), ice_timeout_s)
@@ -121,6 +123,11 @@ class PeerCall:
             if listening is not None:
                 listening.cancel()
             await self.pc.close()
+
+    async def ended(self) -> None:
+        """Once the call's session has ended (at once for a call without one yet)."""
+        if self.runner is not None:
+            await self.runner.closed.wait()
 
     def hang_up(self) -> None:
         """The client's ``DELETE``: the session ends (``client_close``), as a WebSocket
@@ -162,8 +169,13 @@ class Calls:
         if call is None:
             return False
         call.hang_up()
-        if call.task is not None:
-            await asyncio.wait([call.task], timeout=HANGUP_WAIT_S)
+        # answered once the session has ended (its terminal journaled), not only told to
+        waits = [asyncio.ensure_future(w) for w in (call.task, call.ended()) if w is not None]
+        _, pending = await asyncio.wait(waits, timeout=HANGUP_WAIT_S,
+                                        return_when=asyncio.ALL_COMPLETED)
+        for waiting in pending:
+            if waiting is not call.task:
+                waiting.cancel()
         return True
 
     async def stop(self) -> None:

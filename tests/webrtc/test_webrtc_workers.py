@@ -38,7 +38,8 @@ async def test_every_hang_up_ends_its_call_whichever_worker_it_reaches(
             done = await peer.until("response.done")
             assert done["response"]["status"] == "completed"
             async with httpx.AsyncClient(timeout=30.0) as http:  # a new connection each
-                assert (await http.delete(peer.call_url)).status_code == 204
+                hung_up = await http.delete(peer.call_url)
+            assert hung_up.status_code == 204, (hung_up.text, workers.output[-20:])
             assert (await meta(r, sid))["state"] != "open"
         finally:
             await peer.close()
