@@ -25,6 +25,7 @@ from gateway.telephony import exotel, vonage
 from gateway.telephony.plivo import plivo_off, plivo_routes
 from gateway.telephony.telnyx import telnyx_off, telnyx_routes
 from gateway.telephony.twilio import twilio_routes
+from gateway.webrtc import load_calls, webrtc_routes
 
 log = logging.getLogger("duplex_gateway")
 
@@ -93,6 +94,7 @@ def create_app(config: GatewayConfig, *, on_ready: str | None = None,
     (``gateway.session.clock``; a test's, to drive their time)."""
     gateway = Gateway(config, clock)
     access = AccessPolicy.of(config)
+    calls = load_calls()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -112,6 +114,8 @@ def create_app(config: GatewayConfig, *, on_ready: str | None = None,
             finally:
                 announcer.cancel()
                 await gateway.stop()
+                if calls is not None:
+                    await calls.stop()
                 await asyncio.to_thread(tracing.stop)  # what is buffered goes out
 
     routes = [
@@ -120,6 +124,7 @@ def create_app(config: GatewayConfig, *, on_ready: str | None = None,
         Route("/metrics", metrics),
         WebSocketRoute("/v1/realtime", realtime_endpoint),
         WebSocketRoute("/realtime", realtime_endpoint),
+        *webrtc_routes(),
         *twilio_routes(access, config),
         *telnyx_routes(config),
         *plivo_routes(config),
@@ -130,4 +135,5 @@ def create_app(config: GatewayConfig, *, on_ready: str | None = None,
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.gateway = gateway
     app.state.access = access
+    app.state.calls = calls
     return app

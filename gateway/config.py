@@ -57,6 +57,8 @@ class GatewayConfig:
     max_session_s: float = 3600.0
     output_lead_ms: float = 500.0
     max_message_bytes: int = 4 * 1024 * 1024
+    webrtc_max_offer_bytes: int = 32 * 1024
+    webrtc_ice_timeout_s: float = 15.0
     max_pending_commands: int = 512
     journal_max_events: int = 20000
     resume_replay_ttl_s: float = 60.0
@@ -140,6 +142,10 @@ _FLAGS: dict[str, tuple[Any, str]] = {
                              "session_expired error (OpenAI's limit: 60 minutes; 0: never)"),
     "output_lead_ms": (float, "how far ahead of real time reply audio is sent"),
     "max_message_bytes": (int, "largest client WebSocket message accepted"),
+    "webrtc_max_offer_bytes": (int, "largest SDP offer POST /v1/realtime/calls accepts"),
+    "webrtc_ice_timeout_s": (float, "how long a WebRTC call's peer has to connect (ICE, "
+                                    "then the oai-events data channel) before its session "
+                                    "ends"),
     "max_pending_commands": (int, "client commands queued per session before "
                                   "input_backpressure"),
     "journal_max_events": (int, "server events kept per session for resume"),

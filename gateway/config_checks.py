@@ -32,7 +32,7 @@ MAX_PORT = 65535
 POSITIVE = frozenset({
     "max_sessions", "max_message_bytes", "max_pending_commands", "journal_max_events",
     "max_conversation_items", "max_conversation_bytes", "reaper_interval_s",
-    "store_timeout_s", "header_timeout_s",
+    "store_timeout_s", "header_timeout_s", "webrtc_max_offer_bytes", "webrtc_ice_timeout_s",
 })
 
 

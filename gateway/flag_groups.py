@@ -27,6 +27,8 @@ FLAG_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
         "max_connections", "fd_reserve", "max_incomplete_per_address",
         "max_sessions_per_address", "header_timeout_s",
         "ws_compression")),
+    "WebRTC": ("POST /v1/realtime/calls (the webrtc extra; docs/webrtc.md)", (
+        "webrtc_max_offer_bytes", "webrtc_ice_timeout_s")),
     "telephony": ("the carriers' routes (each off until its credential is set)", (
         "public_url", "twilio_auth_token", "twilio_instructions", "telnyx_public_key",
         "telnyx_instructions", "telnyx_codec", "plivo_auth_token", "plivo_instructions",

@@ -34,7 +34,7 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 QUIET_PATHS = re.compile(r'"(?:GET|HEAD) /(?:healthz|readyz|metrics)[ ?]')
 THIRD_PARTY = ("vllm", "torch", "transformers", "huggingface_hub", "faster_whisper",
                "ctranslate2", "onnxruntime", "piper", "numba", "filelock", "httpx",
-               "httpcore", "urllib3", "py.warnings")
+               "httpcore", "urllib3", "py.warnings", "aioice", "aiortc")
 _SESSION = re.compile(r"\bsess_[A-Za-z0-9_-]{8,}")
 FLOOD_EVERY_S = 10.0
 _DIGITS = re.compile(r"\d+")

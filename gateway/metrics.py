@@ -35,6 +35,9 @@ class Metrics:
             registry=r)
         self.relays = Gauge("duplex_relays_active",
                             "sockets relayed to another owner process now", registry=r)
+        self.webrtc_calls = Gauge("duplex_webrtc_calls_active",
+                                  "WebRTC peer connections open on this process (from the "
+                                  "answer to the hang-up)", registry=r)
         self.events = Counter("duplex_server_events", "server events journaled and sent",
                               ["type"], registry=r)
         self.errors = Counter("duplex_errors", "error events sent to clients", ["code"],

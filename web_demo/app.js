@@ -3,16 +3,23 @@
 import { AudioEngine, RATE, fromBase64, toBase64 } from "./audio.js";
 import { RealtimeConnection } from "./connection.js";
 import { Transcript } from "./transcript.js";
+import { WebRTCConnection } from "./webrtc.js";
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
 const wsUrl = params.get("ws") ||
   `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/v1/realtime`;
+const callsUrl = `${location.origin}/v1/realtime/calls`;
+// WebSocket (audio as base64 in JSON, played by our worklet) or WebRTC (Opus on the
+// peer connection's tracks, played by the browser): ?transport=webrtc, or the switch
+if (params.get("transport") === "webrtc") document.getElementById("transport").value = "webrtc";
+const webrtc = () => $("transport").value === "webrtc";
+const REPLY_SOUND_RMS = 0.01; // the reply's track: above this, its first sound has come
 
 // Counters for the person (some) and for tests (all): see window.__duplexDemo.
 const stats = {
   micFrames: 0, micRmsMax: 0, sentFrames: 0, audioDeltas: 0,
-  playbackChunks: 0, playedSamples: 0, bargeIns: 0,
+  playbackChunks: 0, playedSamples: 0, replyFrames: 0, bargeIns: 0,
   truncates: [], latenciesMs: [], splits: [], errors: [], states: [], events: {},
 };
 
@@ -74,6 +81,14 @@ function onEvent(ev) {
       voice.waitFrom = null;
       bargeIn("speech");
       break;
+    case "conversation.item.truncated":
+      // over WebRTC the gateway cuts the reply at what its track played
+      if (webrtc()) {
+        stats.bargeIns++;
+        stats.truncates.push({ itemId: ev.item_id, audio_end_ms: ev.audio_end_ms, why: "speech" });
+        transcript.interrupted(ev.item_id);
+      }
+      break;
     case "input_audio_buffer.speech_stopped":
       voice.waitFrom = voice.lastVoicedAt; // the wait began there, not at this event
       break;
@@ -110,15 +125,33 @@ function onAudio(ev) {
   stats.audioDeltas++;
   received.set(ev.item_id, (received.get(ev.item_id) || 0) + pcm.byteLength / 2);
   currentItem = ev.item_id;
-  if (voice.waitFrom !== null) {
-    const ms = Math.round(performance.now() - voice.waitFrom);
-    stats.latenciesMs.push(ms);
-    $("latency").value = `${ms} ms`;
-    $("split").textContent = "";
-    voice.waitFrom = null;
-    voice.peak = 0; // the next turn's loudness is its own
-  }
+  replyHeard();
   audio?.enqueue(ev.item_id, pcm);
+}
+
+// The reply's first sound: the end of the wait, mouth to ear.
+function replyHeard() {
+  if (voice.waitFrom === null) return;
+  const ms = Math.round(performance.now() - voice.waitFrom);
+  stats.latenciesMs.push(ms);
+  $("latency").value = `${ms} ms`;
+  $("split").textContent = "";
+  voice.waitFrom = null;
+  voice.peak = 0; // the next turn's loudness is its own
+}
+
+// Over WebRTC the reply plays from the peer connection's track: an <audio> element
+// plays it (Chrome sends a remote track to Web Audio only once one does), and the
+// capture worklet hears it, for the latency.
+function onReplyTrack(stream) {
+  const player = $("reply");
+  player.srcObject = stream;
+  player.play().catch(() => {});
+  audio?.hear(stream, (rms) => {
+    if (rms < REPLY_SOUND_RMS) return;
+    stats.replyFrames++;
+    replyHeard();
+  });
 }
 
 // Stop playback at once and tell the gateway how much of the item was heard, so
@@ -169,7 +202,10 @@ function onMicFrame(pcm, rms) {
   stats.micFrames++;
   stats.micRmsMax = Math.max(stats.micRmsMax, rms);
   $("meter").value = Math.min(1, rms * 3); // speech RMS is ~0.05–0.3: scale for visibility
-  if (conn?.send({ type: "input_audio_buffer.append", audio: toBase64(pcm) })) {
+  // over WebRTC the microphone goes on the track: the frames are only listened to
+  const sent = webrtc() ? conn?.state === "connected"
+    : conn?.send({ type: "input_audio_buffer.append", audio: toBase64(pcm) });
+  if (sent) {
     stats.sentFrames++;
     hearFrame(rms, performance.now());
   }
@@ -179,16 +215,25 @@ async function talk() {
   $("talk").disabled = true;
   try {
     audio = new AudioEngine({ onMicFrame, onProgress });
-    // Open the socket first so the session (and its settings) exist when the mic starts.
-    conn = new RealtimeConnection(wsUrl, { onEvent, onState: showState });
-    conn.open();
-    await audio.start({ echoCancellation: params.get("aec") !== "0" });
+    $("transport").disabled = true;
+    if (webrtc()) {  // the microphone first: its track is in the offer
+      await audio.start({ echoCancellation: params.get("aec") !== "0" });
+      conn = new WebRTCConnection(callsUrl, { onEvent, onState: showState, onReplyTrack,
+        micStream: audio.stream });
+      await conn.open();
+    } else {
+      // Open the socket first so the session (and its settings) exist when the mic starts.
+      conn = new RealtimeConnection(wsUrl, { onEvent, onState: showState });
+      conn.open();
+      await audio.start({ echoCancellation: params.get("aec") !== "0" });
+    }
     $("hangup").disabled = false;
     $("drop").disabled = false;
   } catch (err) {
     stats.errors.push({ message: String(err) });
     showState("error", `microphone or audio failed: ${err.message || err}`);
     $("talk").disabled = false;
+    $("transport").disabled = false;
   }
 }
 
@@ -197,6 +242,7 @@ async function hangup() {
   await audio?.stop();
   audio = null;
   $("talk").disabled = false;
+  $("transport").disabled = false;
   $("hangup").disabled = true;
   $("drop").disabled = true;
   $("meter").value = 0;
@@ -212,6 +258,7 @@ window.__duplexDemo = {
   stats,
   dropSocket: (opts) => conn?.drop(opts),
   get state() { return conn?.state || "idle"; },
+  get transport() { return webrtc() ? "webrtc" : "websocket"; },
   get lastSeq() { return conn?.lastSeq || 0; },
   get seqGaps() { return conn?.seqGaps || 0; },
   get reconnects() { return conn?.reconnects || 0; },

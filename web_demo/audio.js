@@ -35,6 +35,15 @@ export class AudioEngine {
     if (this.ctx.state !== "running") await this.ctx.resume();
   }
 
+  // A remote stream (the reply's track, over WebRTC) heard frame by frame as the mic
+  // is, so the page can tell when the reply's first sound arrives.
+  hear(stream, onFrame) {
+    const source = this.ctx.createMediaStreamSource(stream);
+    this.remote = new AudioWorkletNode(this.ctx, "capture-processor", { numberOfOutputs: 0 });
+    this.remote.port.onmessage = (e) => onFrame(e.data.rms);
+    source.connect(this.remote);
+  }
+
   onPlaybackMessage(msg) {
     if (msg.type === "progress") this.onProgress(msg);
     else if (msg.type === "cleared") {
@@ -64,7 +73,7 @@ export class AudioEngine {
   async stop() {
     this.stream?.getTracks().forEach((t) => t.stop());
     await this.ctx?.close();
-    this.ctx = this.stream = this.capture = this.playback = null;
+    this.ctx = this.stream = this.capture = this.playback = this.remote = null;
   }
 }
 

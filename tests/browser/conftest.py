@@ -90,7 +90,8 @@ def open_demo(playwright: Any, tmp_path: Path) -> Iterator[Callable[..., Demo]]:
     """open_demo(gateway, wav) → a Demo with the page loaded, Talk not yet pressed."""
     browsers: list[Any] = []
 
-    def open_(gateway: GatewayProcess, wav: Path, *, extra_args: tuple[str, ...] = ()) -> Demo:
+    def open_(gateway: GatewayProcess, wav: Path, *, extra_args: tuple[str, ...] = (),
+              query: str = "") -> Demo:
         browser = playwright.chromium.launch(
             executable_path=CHROMIUM,
             args=[*CHROME_ARGS, f"--use-file-for-fake-audio-capture={wav.resolve()}%noloop",
@@ -100,7 +101,7 @@ def open_demo(playwright: Any, tmp_path: Path) -> Iterator[Callable[..., Demo]]:
         demo = Demo(page, tmp_path)
         # aec=0: echo cancellation would process the fake mic's tone; there is no
         # speaker in a headless browser to cancel anyway.
-        page.goto(f"{gateway.http}/?aec=0")
+        page.goto(f"{gateway.http}/?aec=0{query}")
         return demo
 
     yield open_

@@ -25,8 +25,10 @@ DEMO_FILES = sorted(p for p in (REPO / "web_demo").iterdir() if p.suffix != ".py
                     and p.is_file())
 # every module the wheel ships, imported by name; each says where it came from
 # A module that is an optional extra's own half (imported lazily, only when the
-# extra's feature is asked for) and the top-level package it may miss.
-EXTRA_MODULES = {"gateway.tracing_otlp": "opentelemetry"}
+# extra's feature is asked for) and the top-level package it may miss first (the
+# webrtc extra's aiortc brings PyAV, ``av``, which peer.py imports before it).
+EXTRA_MODULES = {"gateway.tracing_otlp": "opentelemetry",
+                 "gateway.webrtc_call": "aiortc", "gateway.transports.peer": "av"}
 
 IMPORT_ALL = f"""
 import importlib, pkgutil

@@ -10,7 +10,9 @@ from pathlib import Path
 import gateway
 
 CODECS = ["gateway.transports.codec", "gateway.transports.realtime_codec",
-          "gateway.telephony.twilio_codec", "gateway.telephony.playback"]
+          "gateway.telephony.twilio_codec", "gateway.telephony.playback",
+          "gateway.transports.sdp_offer", "gateway.transports.peer_audio",
+          "gateway.transports.speaker"]
 IO = ["asyncio", "starlette", "uvicorn", "websockets", "redis", "httpx"]
 
 PROBE = """
