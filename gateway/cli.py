@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from gateway import log_setup
 from gateway.config import GatewayConfig, add_serve_arguments, from_args
 from gateway.http_limits import raise_open_files_limit
+from gateway.model_flags import add_model_server_arguments, export_model_server_flags
 from gateway.serving import (
     banners,
     listen,
@@ -39,6 +40,7 @@ def _build_parser() -> argparse.ArgumentParser:
                     "variable shown; REDIS_URL is accepted as is. With no Redis URL an "
                     "embedded Valkey starts under --data-dir and dies with the gateway.")
     add_serve_arguments(serve)
+    add_model_server_arguments(serve)  # --llm-*: gateway.model_flags
     call = sub.add_parser(
         "call", help="speak audio files to a running gateway, one turn each",
         description="Speak audio files to a running gateway as the user's turns of one "
@@ -142,6 +144,7 @@ def run_server(config: GatewayConfig, sockets: list[socket.socket], *, on_ready:
 def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     if args.command == "serve":
+        export_model_server_flags(args)
         return serve(from_args(args))
     if args.command == "call":
         from gateway.call import run_call

