@@ -51,6 +51,11 @@ from plugins.cascade.thinker import (
 )
 
 Message = dict[str, Any]
+# What opens a call written in words, held from there on, never spoken: any
+# brace. No grammar holds a server's model to one spelling (Qwen2.5-Coder-1.5B
+# on llama.cpp's server wrote '{\n  "name": ...' in a code block, which the
+# server's own parser missed), and braces are nothing a voice should say.
+CALL_STARTS = (tc.OPEN, "{")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +68,7 @@ class _Tag:
 class _Reply:
     tag: _Tag
     splitter: ClauseSplitter = field(default_factory=ClauseSplitter)
-    parser: tc.CallParser = field(default_factory=tc.CallParser)
+    parser: tc.CallParser = field(default_factory=lambda: tc.CallParser(CALL_STARTS))
 
 
 @dataclass(slots=True)
@@ -186,7 +191,7 @@ class ChatThinker:
             results.append(_result(Clause(tag.turn_id, "", last=True)))
             if not chunk.detached:
                 state.unanswered.extend(c.call_id for c in calls)
-        words = tc.CallParser()
+        words = tc.CallParser(CALL_STARTS)
         kept = ChatReply(words.push(reply.text) + words.finish(), tuple(calls), reply.finish)
         return results, kept
 

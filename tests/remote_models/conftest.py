@@ -26,13 +26,16 @@ if _E2E not in sys.path:
 class FakeServer:
     """``fake_llm_server.py`` as a process; ``stop`` and ``start`` again keep its port."""
 
-    def __init__(self) -> None:
+    script = "fake_llm_server.py"
+
+    def __init__(self, *args: str) -> None:
+        self.args = args
         self.port = 0
         self.proc: subprocess.Popen[str] | None = None
 
     def start(self) -> FakeServer:
         self.proc = subprocess.Popen(
-            [sys.executable, str(HERE / "fake_llm_server.py"), "--port", str(self.port)],
+            [sys.executable, str(HERE / self.script), *self.args, "--port", str(self.port)],
             stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
@@ -61,6 +64,25 @@ class FakeServer:
         answer.raise_for_status()
         result: dict[str, Any] = answer.json()
         return result
+
+
+class LlamaCppServer(FakeServer):
+    """``llamacpp_server.py``: llama.cpp's HTTP server on ``model`` (a GGUF path)."""
+
+    script = "llamacpp_server.py"
+
+
+def shipped_model(name: str) -> str:
+    """The path of a GGUF the gateway ships (``smollm2-135m-instruct``, or a
+    bundled one: ``plugins.cascade.bundled``); skipped when it is not installed."""
+    pytest.importorskip("xllamacpp", reason="the [cpu] extra (xllamacpp) is not installed")
+    from plugins.cascade.llm import LlmChoice
+    from plugins.cascade.model_cache import ModelCacheError
+
+    try:
+        return LlmChoice("llamacpp", name).prepare(print)
+    except ModelCacheError as exc:
+        pytest.skip(str(exc))
 
 
 @pytest.fixture
