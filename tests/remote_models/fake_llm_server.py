@@ -19,7 +19,9 @@ prefix cache that holds one conversation.
 
 ``POST /control`` sets ``mode``: ``normal``, ``slow`` (``delay_s`` between
 chunks), ``hang`` (never answers), ``refuse`` (503), ``hold`` (streams wait
-for ``POST /release``). ``GET /log`` returns the requests seen (their
+for ``POST /release``), and broken: ``garbage`` (an event that is no JSON),
+``error_event`` (an error mid-stream), ``cut`` (the stream ends before the
+reply does), ``nameless`` (``/v1/models`` lists none). ``GET /log`` returns the requests seen (their
 messages, tools, tool_choice, model, authorization), the streams the client
 dropped before their end (``disconnects``) and the most open at once.
 """
@@ -114,6 +116,13 @@ async def _stream(body: dict[str, Any], messages: bytes) -> AsyncIterator[bytes]
             await STATE.released.wait()
         words, calls = _reply(body)
         yield _chunk({"role": "assistant", "content": None})
+        if STATE.mode == "garbage":
+            yield b"data: <html>oops</html>\n\n"
+        if STATE.mode == "error_event":
+            yield b'data: {"error": {"message": "the GPU fell over"}}\n\n'
+        if STATE.mode == "cut":
+            finished = True  # it ends the stream itself: no disconnect
+            return
         for word in words:
             if STATE.delay_s:
                 await asyncio.sleep(STATE.delay_s)
@@ -160,6 +169,8 @@ def _raw_messages(raw: bytes) -> str:
 
 
 async def models(request: Request) -> Response:
+    if STATE.mode == "nameless":
+        return JSONResponse({"object": "list", "data": []})
     return JSONResponse({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
 
 

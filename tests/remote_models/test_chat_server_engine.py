@@ -188,3 +188,25 @@ async def test_streams_are_bounded_and_past_the_queue_a_turn_fails_at_once(
         assert [r.words for r in replies] == ["You said: Hello 0. That is all.",
                                               "You said: Hello 1. That is all."]
         assert fake_server.log()["most_open"] == 1
+
+
+async def test_a_broken_stream_is_an_error_that_says_how(fake_server: FakeServer) -> None:
+    async with running_engine(fake_server.url, model="fake-model") as (engine, router):
+        for mode, why in (("garbage", "'<html>oops</html>', not JSON"),
+                          ("error_event", "failed the completion: the GPU fell over"),
+                          ("cut", "ended the stream before the reply finished")):
+            fake_server.control(mode=mode)
+            chat = Chat(engine, router)
+            await chat.open(Context(None, (), None))
+            broken = await chat.reply(UserTurn(1, "item_1", "Hello", True))
+            assert broken.error is not None and why in broken.error, (mode, broken)
+        assert engine.counts["ServerBroken"] == 2 and engine.counts["ServerRefused"] == 1
+
+
+async def test_a_server_that_names_no_model_asks_for_one(fake_server: FakeServer) -> None:
+    fake_server.control(mode="nameless")
+    async with running_engine(fake_server.url) as (engine, router):
+        chat = Chat(engine, router)
+        await chat.open(Context(None, (), None))
+        nameless = await chat.reply(UserTurn(1, "item_1", "Hello", True))
+        assert nameless.error is not None and "set --llm-model" in nameless.error, nameless

@@ -18,7 +18,6 @@ from conftest import LlamaCppServer, shipped_model
 from gateway_process import running_cascade
 
 from gateway.audio import resample
-
 from plugins.base import Context
 from plugins.cascade.payloads import UserTurn
 
