@@ -18,6 +18,7 @@ OpenAI chat messages instead of ChatML text, so any OpenAI-compatible server
   after the reply's words, before its last clause. A call that breaks its
   schema, or names a tool the reply may not call, fails the request with a
   line that says so (the session's ``error``; the next turn starts afresh);
+  under ``tool_choice: none`` a call is dropped, as the local thinker does;
 - a ``function_call_output`` answers the call the conversation made: the
   session names calls itself, so its call ids are matched, in order, to the
   ids the server gave the calls not yet answered.
@@ -183,7 +184,8 @@ class ChatThinker:
         rest = streamed.splitter.finish()
         written = [ChatToolCall(f"call_{tag.turn_id}_{i}", c.name, c.arguments)
                    for i, c in enumerate(streamed.parser.calls)]
-        calls = [_checked(c, tag) for c in (*reply.calls, *written)]
+        # under tool_choice none a call is not made: the reply is its words
+        calls = [_checked(c, tag) for c in (*reply.calls, *written)] if tag.callable else []
         if rest or not calls:
             results.append(_result(Clause(tag.turn_id, rest, last=not calls)))
         if calls:

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from engines.stages import (
     ChatServerStage,
@@ -128,13 +129,11 @@ class LlmChoice:
 
 
 def _server(env: Mapping[str, str]) -> ModelServer:
-    from engines.model_http import Endpoint
-
     url = env[URL_ENV]
-    try:
-        Endpoint.parse(url)
-    except ValueError as exc:
-        raise LlmConfigError(f"{URL_ENV}: {exc}") from None
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise LlmConfigError(f"{URL_ENV}={url!r}: a model server's API base is "
+                             "http[s]://HOST[:PORT]/PATH")
     key = next((env[k] for k in API_KEY_ENVS if env.get(k)), None)
     defaults = ModelServer(url)
     return ModelServer(url, key, env.get(MODEL_ENV) or None,

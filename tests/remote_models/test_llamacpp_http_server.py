@@ -116,13 +116,6 @@ async def test_a_gateway_holds_typed_and_spoken_turns_and_calls_a_tool_through_i
             await c.send("session.update", session={"instructions": CALLER,
                                                     "tools": [WEATHER_WIRE]})
             await c.until("session.updated")
-            await c.send("conversation.item.create", item={
-                "type": "message", "role": "user",
-                "content": [{"type": "input_text", "text": "What is the capital of France?"}]})
-            await c.send("response.create")
-            typed = (await c.until("response.done", timeout=600))["response"]
-            assert "paris" in json.dumps(typed["output"]).lower(), typed
-
             voice = PiperTts(deterministic=True)
             voice.load()
             pcm = np.concatenate(list(voice.synthesize("What's the weather in Paris?")))
@@ -135,9 +128,23 @@ async def test_a_gateway_holds_typed_and_spoken_turns_and_calls_a_tool_through_i
             calls = [o for o in spoken["output"] if o["type"] == "function_call"]
             assert [o["name"] for o in calls] == ["get_weather"], spoken
             assert "paris" in json.loads(calls[0]["arguments"])["city"].lower()
+
+            # a typed turn, the tool's answer given and no call wanted now
+            await c.send("session.update", session={"tool_choice": "none"})
+            await c.until("session.updated")
+            await c.send("conversation.item.create", item={
+                "type": "function_call_output", "call_id": calls[0]["call_id"],
+                "output": "sunny"})
+            await c.send("conversation.item.create", item={
+                "type": "message", "role": "user",
+                "content": [{"type": "input_text", "text": "What is the capital of France?"}]})
+            await c.send("response.create")
+            typed = (await c.until("response.done", timeout=600))["response"]
+            assert typed["status"] == "completed", typed
+            assert [o["type"] for o in typed["output"]] == ["message"], typed
             assert [e for e in c.events if e["type"] == "error"] == []
         finally:
             await c.close()
         cached = await gateway.metric("duplex_model_server_tokens_total", stage="think",
                                       kind="cached")
-        assert cached > 0  # the spoken turn found the typed one's prefix cached
+        assert cached > 0  # the typed turn found the spoken one's prefix cached

@@ -162,6 +162,7 @@ def test_a_reply_without_calls_ends_with_its_last_words() -> None:
 
 @pytest.mark.parametrize(("call", "why"), [
     (ChatToolCall("c", "get_time", "{}"), r"may not call \(it may call get_weather\)"),
+    (ChatToolCall("c", "get_weather", "[1]"), "not an object"),
     (ChatToolCall("c", "get_weather", '{"town": "x"}'), "required 'city'"),
 ])
 def test_a_call_the_reply_may_not_make_fails_it(call: ChatToolCall, why: str) -> None:
@@ -172,13 +173,14 @@ def test_a_call_the_reply_may_not_make_fails_it(call: ChatToolCall, why: str) ->
         thinker.on_end(state, chunk, ChatReply("", (call,), "tool_calls"))
 
 
-def test_under_none_no_call_is_allowed() -> None:
+def test_under_none_a_call_is_dropped_and_the_reply_is_its_words() -> None:
     thinker, state, _ = opened(Context(None, (), ToolSet((WEATHER,), ToolChoice("none"))))
     chunk = thinker.plan(state, UserTurn(1, "i1", "Weather?", True))
     assert chunk is not None and chunk.tool_choice == "none"
-    with pytest.raises(InvalidCall, match="it may call no tool"):  # and says so
-        thinker.on_end(state, chunk, ChatReply("", (ChatToolCall("c", "get_weather",
-                                                                 "{}"),), "tool_calls"))
+    call = ChatToolCall("c", "get_weather", "{}")
+    got, kept = payloads(thinker, state, chunk, ChatReply("Sunny", (call,), "tool_calls"))
+    assert not [p for p in got if isinstance(p, ToolCall)] and kept.calls == ()
+    assert got[-1] == Clause(1, got[-1].text, last=True)
 
 
 def test_an_unknown_payload_is_refused() -> None:
