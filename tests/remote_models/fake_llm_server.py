@@ -17,6 +17,9 @@ request's messages, as JSON) and ``prompt_tokens_details.cached_tokens``:
 how much of that prefix matched the previous request's, byte for byte — a
 prefix cache that holds one conversation.
 
+``POST /v1/audio/transcriptions`` answers ``transcript`` (``/control`` sets it)
+for any WAV file, and logs its length (``transcribed``).
+
 ``POST /control`` sets ``mode``: ``normal``, ``slow`` (``delay_s`` between
 chunks), ``hang`` (never answers), ``refuse`` (503), ``hold`` (streams wait
 for ``POST /release``), and broken: ``garbage`` (an event that is no JSON),
@@ -30,10 +33,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import json
 import re
 import socket
 import time
+import wave
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -58,6 +63,8 @@ class State:
         self.open = 0
         self.most_open = 0
         self.released = asyncio.Event()
+        self.transcript = "What is the weather in Oslo?"
+        self.transcribed: list[dict[str, Any]] = []
 
 
 STATE = State()
@@ -168,6 +175,22 @@ def _raw_messages(raw: bytes) -> str:
     return text[start:end]
 
 
+async def transcriptions(request: Request) -> Response:
+    """The words are ``STATE.transcript`` (set by ``/control``); the audio is read
+    as the WAV file it must be, and its length logged."""
+    form = await request.form()
+    upload = form["file"]
+    assert not isinstance(upload, str)
+    with wave.open(io.BytesIO(await upload.read())) as wav:
+        heard = {"rate": wav.getframerate(), "channels": wav.getnchannels(),
+                 "seconds": wav.getnframes() / wav.getframerate()}
+    STATE.transcribed.append(heard | {"model": form.get("model"),
+                                      "authorization": request.headers.get("authorization")})
+    if STATE.mode == "refuse":
+        return JSONResponse({"error": {"message": "no GPU for you"}}, status_code=503)
+    return JSONResponse({"text": STATE.transcript})
+
+
 async def models(request: Request) -> Response:
     if STATE.mode == "nameless":
         return JSONResponse({"object": "list", "data": []})
@@ -178,6 +201,7 @@ async def control(request: Request) -> Response:
     body = await request.json()
     STATE.mode = body.get("mode", STATE.mode)
     STATE.delay_s = float(body.get("delay_s", STATE.delay_s))
+    STATE.transcript = body.get("transcript", STATE.transcript)
     if STATE.mode != "hold":
         STATE.released.set()
     else:
@@ -191,7 +215,8 @@ async def release(request: Request) -> Response:
 
 
 async def log(request: Request) -> Response:
-    return JSONResponse({"requests": STATE.requests, "disconnects": STATE.disconnects,
+    return JSONResponse({"requests": STATE.requests, "transcribed": STATE.transcribed,
+                         "disconnects": STATE.disconnects,
                          "completed": STATE.completed, "open": STATE.open,
                          "most_open": STATE.most_open, "at": time.time()})
 
@@ -199,6 +224,7 @@ async def log(request: Request) -> Response:
 app = Starlette(routes=[
     Route("/v1/chat/completions", completions, methods=["POST"]),
     Route("/v1/models", models),
+    Route("/v1/audio/transcriptions", transcriptions, methods=["POST"]),
     Route("/control", control, methods=["POST"]),
     Route("/release", release, methods=["POST"]),
     Route("/log", log),
