@@ -197,11 +197,11 @@ class ChatServerEngine:
             self._fail(conv, str(exc))
         except asyncio.CancelledError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # the adapter's (e.g. a call that breaks its schema)
             self.counts["failed"] += 1
             log.exception("stage %s (%s) request %s failed", self.stage, self.name,
                           conv.request_id)
-            self._fail(conv, repr(exc))
+            self._fail(conv, f"{type(exc).__name__}: {exc}")
 
     async def _complete(self, conv: _Conversation, chunk: ChatChunk) -> None:
         messages = [*chunk.messages] if chunk.detached else [*conv.messages, *chunk.messages]

@@ -154,3 +154,23 @@ async def test_a_server_that_is_down_is_an_error_and_the_next_turn_works_once_ba
             "Are you there?", "Are you there now?"]
     finally:
         await c.close()
+
+
+async def test_a_call_that_breaks_its_schema_is_an_error_not_an_item(
+        gateway: GatewayProcess, fresh: FakeServer) -> None:
+    c = await RealtimeClient.connect(gateway.ws)
+    try:
+        await c.recv()
+        await c.send("session.update", session={"tools": [WEATHER]})
+        await c.until("session.updated")
+        failed = await typed(c, "Make a bad call.")
+        assert failed["status"] == "failed" and failed["output"] == []
+        error = next(e for e in c.events if e["type"] == "error")["error"]
+        assert error["code"] == "runtime_stage_failed"
+        assert "InvalidCall: the model called get_weather with arguments that break its " \
+               "schema: arguments lack the required 'city'" in error["message"], error
+        assert not [e for e in c.events if e["type"] == "response.output_item.added"]
+        again = await typed(c, "Hello again")  # the next turn works
+        assert transcript(again) == "You said: Hello again. That is all."
+    finally:
+        await c.close()
