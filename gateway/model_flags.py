@@ -16,50 +16,49 @@ from collections.abc import MutableMapping
 from engines.stages import ModelServer
 
 _DEFAULTS = ModelServer("")
-# flag → (variable, type, help)
-_FLAGS: dict[str, tuple[str, type, str]] = {
-    "llm_url": ("DUPLEX_GATEWAY_LLM_URL", str,
-                "the thinker runs on this OpenAI-compatible server (http[s]://HOST:PORT/v1: "
-                "vLLM, llama.cpp's llama-server, ...) instead of in the gateway "
-                "(docs/model-servers.md) [default: in the gateway]"),
-    "llm_api_key": ("DUPLEX_GATEWAY_LLM_API_KEY", str,
-                    "bearer key for --llm-url's server (also env DUPLEX_LLM_API_KEY)"),
-    "llm_model": ("DUPLEX_GATEWAY_LLM_MODEL", str,
-                  "with --llm-url the server's model name [default: the first of its "
-                  "/v1/models]; without it the local model (plugins.cascade.llm)"),
-    "llm_timeout_s": ("DUPLEX_GATEWAY_LLM_TIMEOUT_S", float,
-                      "longest the model server may stay silent (connecting, answering, "
-                      "between streamed chunks, or a free stream) before the turn fails "
-                      f"with an error [default {_DEFAULTS.timeout_s:g}]"),
-    "llm_max_streams": ("DUPLEX_GATEWAY_LLM_MAX_STREAMS", int,
-                        "replies each gateway process streams from the server at once "
-                        f"[default {_DEFAULTS.max_streams}]"),
-    "llm_max_waiting": ("DUPLEX_GATEWAY_LLM_MAX_WAITING", int,
-                        "replies that may wait for a stream; more fail at once with an "
-                        f"error [default {_DEFAULTS.max_waiting}]"),
-    "asr_url": ("DUPLEX_GATEWAY_ASR_URL", str,
-                "the listener transcribes on this OpenAI-compatible speech server "
-                "(POST /v1/audio/transcriptions, http[s]://HOST:PORT/v1) instead of in the "
-                "gateway; the same --llm-timeout-s bounds it [default: in the gateway]"),
-    "asr_api_key": ("DUPLEX_GATEWAY_ASR_API_KEY", str, "bearer key for --asr-url's server"),
-    "asr_model": ("DUPLEX_GATEWAY_ASR_MODEL", str,
-                  "with --asr-url the server's model name [default whisper-1]; without it "
-                  "the local Whisper (plugins.cascade.asr)"),
+# flag → (type, help, default as shown); each flag's variable is DUPLEX_GATEWAY_<FLAG>
+FLAGS: dict[str, tuple[type, str, object]] = {
+    "llm_url": (str, "the thinker runs on this OpenAI-compatible server (http(s)://HOST:PORT/v1: "
+                     "vLLM, llama.cpp's llama-server, ...) instead of in the gateway "
+                     "(docs/model-servers.md)", "unset: in the gateway"),
+    "llm_api_key": (str, "bearer key for --llm-url's server (also env DUPLEX_LLM_API_KEY)",
+                    None),
+    "llm_model": (str, "with --llm-url the server's model name; without it the local model "
+                       "(plugins.cascade.llm)", "the first of the server's /v1/models"),
+    "llm_timeout_s": (float, "longest a model server may stay silent (connecting, answering, "
+                             "between streamed chunks, or for a free stream) before the turn "
+                             "fails with an error", _DEFAULTS.timeout_s),
+    "llm_max_streams": (int, "replies each gateway process streams from the server at once",
+                        _DEFAULTS.max_streams),
+    "llm_max_waiting": (int, "replies that may wait for a stream; more fail at once with an "
+                             "error", _DEFAULTS.max_waiting),
+    "asr_url": (str, "the listener transcribes on this OpenAI-compatible speech server "
+                     "(POST /v1/audio/transcriptions, http(s)://HOST:PORT/v1) instead of in "
+                     "the gateway; --llm-timeout-s bounds it too", "unset: in the gateway"),
+    "asr_api_key": (str, "bearer key for --asr-url's server", None),
+    "asr_model": (str, "with --asr-url the server's model name; without it the local "
+                       "Whisper (plugins.cascade.asr)", "whisper-1"),
 }
+
+
+def _env(name: str) -> str:
+    return "DUPLEX_GATEWAY_" + name.upper()
 
 
 def add_model_server_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("models on their own servers")
-    for name, (env, kind, text) in _FLAGS.items():
+    for name, (kind, text, default) in FLAGS.items():
+        shown = "unset" if default is None else default
         group.add_argument("--" + name.replace("_", "-"), type=kind, default=None,
-                           metavar=name.upper(), help=f"{text} [env {env}]")
+                           metavar=name.upper(),
+                           help=f"{text} [env {_env(name)}; default {shown}]")
 
 
 def export_model_server_flags(args: argparse.Namespace,
                               environ: MutableMapping[str, str] = os.environ) -> None:
     """Put the flags given into the environment, where the plugin (and every
     worker) reads them; a flag wins over its variable."""
-    for name, (env, _, _) in _FLAGS.items():
+    for name in FLAGS:
         value = getattr(args, name, None)
         if value is not None:
-            environ[env] = str(value)
+            environ[_env(name)] = str(value)
