@@ -2,7 +2,7 @@
 garbage collector stalled it (``duplex_gc_pause_seconds``, gateway/heap.py).
 
 With ``--workers N`` each worker answers ``/metrics`` for itself at its relay
-address (README "Every core"), so every worker is read and the counts summed.
+address (docs/deployment.md "Every core"), so every worker is read and the counts summed.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The WebSocket close codes this gateway sends, and what each tells a client.
 
-These are the only closes there are (README, "Bad input"). A client reads the
+These are the only closes there are (docs/errors.md, "Close codes"). A client reads the
 code, not the reason: 1000 means the session is over, 1012/4000/4001 mean
 "resume it (elsewhere)", 1008 means "do not retry as is", 1013 "retry later".
 The reason is for people; ``close_reason`` makes any text a valid one.
@@ -29,6 +29,29 @@ class CloseCode(enum.IntEnum):
 
     # Never sent: what a reader reports when the peer vanished without a close frame.
     ABNORMAL = 1006
+
+
+# What each close means to whoever reads it (``duplex-gateway call`` prints this next
+# to the code; docs/operators.md points here): the one table of them.
+MEANINGS: dict[int, str] = {
+    CloseCode.NORMAL: "the session ended, or the gateway let this socket go",
+    CloseCode.GOING_AWAY: "the relay to the session's owner ended; resume it",
+    CloseCode.ABNORMAL: "the connection dropped without a close frame (the network, or "
+                        "a gateway that died)",
+    CloseCode.POLICY: "refused (API key, resume token, a carrier's signature): do not "
+                      "retry as is",
+    CloseCode.INTERNAL_ERROR: "the session failed on the gateway (its bug); resume it",
+    CloseCode.SERVICE_RESTART: "the gateway is restarting; resume the session, here or "
+                               "on another gateway",
+    CloseCode.TRY_AGAIN_LATER: "the gateway is not ready yet or full; try again later",
+    CloseCode.SESSION_REPLACED: "another socket resumed this session",
+    CloseCode.LEASE_LOST: "another gateway process owns the session now; resume it there",
+}
+
+
+def meaning(code: int) -> str:
+    """What close ``code`` tells a client, in a few words."""
+    return MEANINGS.get(code, "not a code this gateway sends")
 
 
 def sendable(code: int) -> bool:

@@ -18,7 +18,7 @@ from starlette.staticfiles import StaticFiles
 from gateway import heap, tracing
 from gateway.auth import AccessPolicy
 from gateway.config import GatewayConfig
-from gateway.gateway import Gateway
+from gateway.gateway import LOADING, Gateway
 from gateway.realtime import realtime_endpoint
 from gateway.session.clock import Clock
 from gateway.telephony import exotel, vonage
@@ -75,9 +75,10 @@ async def _announce(gateway: Gateway, line: str | None, settle_heap: bool) -> No
     collector's way first (``gateway.heap``)."""
     said = ""
     while why := await gateway.readiness():
-        if why != said:
+        # a loading step is logged by the loader as it starts (Gateway._progress)
+        if why != said and not why.startswith(LOADING):
             log.info("not ready yet: %s", why)
-            said = why
+        said = why
         await asyncio.sleep(0.2)
     if settle_heap:
         gateway.metrics.gc_frozen.set(heap.settle())

@@ -1,4 +1,4 @@
-"""Who may do what: every door's check, in one place (README "Security").
+"""Who may do what: every door's check, in one place (docs/deployment.md "Security").
 
 - **The API key** (``--api-key``) is the credential of every route that starts or
   observes sessions: ``/v1/realtime``, ``/metrics`` and the full ``/readyz``. It

@@ -11,8 +11,10 @@ answers.
 Exit status: 0 when every turn's response completed; 1 otherwise, and 1 with
 one line on stderr (``duplex-gateway call: …``) for any failure, checked in
 this order: unreadable input files and unwritable ``--out`` paths before the
-call is made, then the gateway (unreachable, refusing, an ``error`` event, no
-answer within ``--timeout-s``).
+call is made, then the gateway (unreachable, refusing, an ``error`` event, a
+close, whose code is explained, a silent input given up once it and the silence
+after it are sent, no answer within ``--timeout-s``). However it ends, the call
+closes with 1000, which ends its session on the gateway.
 """
 
 from __future__ import annotations

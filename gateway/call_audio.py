@@ -39,6 +39,9 @@ def read_question(path: Path) -> Pcm:
     Raises ``CallError`` when the file is missing, is not audio libsndfile can
     decode, or holds no samples.
     """
+    if path.is_dir():
+        raise CallError(f"{path}: is a directory; give the audio files in it (--wav "
+                        f"{path}/*.wav)")
     if not path.is_file():
         raise CallError(f"{path}: no such file")
     try:
@@ -90,6 +93,9 @@ def check_writable(paths: Sequence[Path]) -> None:
         if path.suffix[1:].upper() not in formats:
             raise CallError(f"{path}: unknown audio format {path.suffix!r} "
                             "(use .wav, .flac or .ogg)")
+        if path.is_dir():
+            raise CallError(f"{path}: is a directory; --out takes a file name "
+                            "(answer.wav)")
         if not path.parent.is_dir():
             raise CallError(f"{path}: no such directory {path.parent}")
 

@@ -32,6 +32,7 @@ import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
+from duplex.close_codes import CloseCode, meaning
 from gateway.call_audio import RATE, CallError, last_voiced
 from plugins.base import Pcm
 
@@ -102,8 +103,13 @@ def _os_reason(exc: OSError) -> str:
 
 
 def _closed(exc: ConnectionClosed) -> CallError:
-    why = f" ({exc.rcvd.code} {exc.rcvd.reason})".replace(" )", ")") if exc.rcvd else ""
-    return CallError(f"the gateway closed the connection{why}")
+    """The gateway's close, with its code explained (``duplex.close_codes``)."""
+    if exc.rcvd is None:
+        code = int(CloseCode.ABNORMAL)
+        return CallError(f"the connection to the gateway was lost ({code}: {meaning(code)})")
+    said = f" {exc.rcvd.reason!r}" if exc.rcvd.reason else ""
+    return CallError(f"the gateway closed the connection ({exc.rcvd.code}{said}: "
+                     f"{meaning(exc.rcvd.code)})")
 
 
 async def _recv(ws: ClientConnection) -> dict[str, Any]:
@@ -188,6 +194,35 @@ def _take_done(report: TurnReport, event: dict[str, Any], t0: float) -> None:
     report.mark("response_done", t0)
 
 
+class NoSpeech(CallError):
+    """The input is silent, and the gateway heard no speech in it."""
+
+
+async def _until_done(ws: ClientConnection, report: TurnReport, t0: float,
+                      sender: asyncio.Task[None], *, silent: bool) -> None:
+    """Take the turn's events until its ``response.done``. A ``silent`` input (no
+    voiced frame by its energy) is given up as soon as it and the silence after it
+    are sent, unless the gateway heard speech in it by then: nothing would answer."""
+    while True:
+        receiving = asyncio.ensure_future(_recv(ws))  # a cancelled recv loses nothing
+        waits: set[asyncio.Future[Any]] = {receiving}
+        if silent and not sender.done():
+            waits.add(sender)
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        if not receiving.done():
+            receiving.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await receiving
+            sender.result()  # the stream's own failure (a closed connection) first
+            if "speech_started" not in report.marks:
+                raise NoSpeech("the input is silent and the gateway heard no speech in it "
+                               f"(given up after the {TRAILING_SILENCE_S:g} s of silence "
+                               "sent after it)")
+            silent = False
+        elif _take(report, receiving.result(), t0):
+            return
+
+
 async def hold_turn(ws: ClientConnection, pcm: Pcm, *, realtime: bool,
                     timeout_s: float, sent_before: int = 0) -> tuple[TurnReport, int]:
     """Speak ``pcm`` as the next user turn, after ``sent_before`` samples of the
@@ -202,8 +237,7 @@ async def hold_turn(ws: ClientConnection, pcm: Pcm, *, realtime: bool,
     sender = asyncio.create_task(_stream(ws, padded, realtime, t0, report, sent))
     try:
         async with asyncio.timeout(timeout_s):
-            while not _take(report, await _recv(ws), t0):
-                pass
+            await _until_done(ws, report, t0, sender, silent=sent.voiced_end is None)
     except TimeoutError:
         heard = "" if "speech_started" in report.marks else "; the gateway heard no speech"
         raise CallError(f"no answer within {timeout_s:g} s (--timeout-s){heard}") from None
@@ -224,7 +258,7 @@ async def hold_call(url: str, questions: Sequence[Pcm], *, realtime: bool = True
     ws = await _connect(url, api_key)
     reports: list[TurnReport] = []
     sent = 0  # samples of the session's input so far: its clock, as audio_end_ms is
-    async with ws:
+    try:
         try:
             await _open_session(ws, instructions)
         except ConnectionClosed as exc:
@@ -243,4 +277,9 @@ async def hold_call(url: str, questions: Sequence[Pcm], *, realtime: bool = True
                 on_turn(n, report)
         with contextlib.suppress(ConnectionClosed):  # every answer is in already
             await ws.send(json.dumps({"type": "session.close"}))
+    finally:
+        # 1000 however the call ends: the session ends with it. (Leaving ``async with
+        # ws`` on an exception closes with 1011, which keeps the session waiting for
+        # a resume for --disconnect-grace-s.)
+        await ws.close(CloseCode.NORMAL)
     return reports

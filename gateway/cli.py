@@ -9,11 +9,12 @@ import socket
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from gateway import log_setup
 from gateway.config import GatewayConfig, add_serve_arguments, from_args
 from gateway.http_limits import raise_open_files_limit
+from gateway.interrupts import interrupt_as_terminate
 from gateway.model_flags import add_model_server_arguments, export_model_server_flags
 from gateway.serving import (
     banners,
@@ -28,8 +29,19 @@ if TYPE_CHECKING:
     from duplex.store.supervisor import Supervisor
 
 
+EXIT_USAGE = 2  # what argparse exits with for a bad flag; ours for every refusal
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad flag is one line (``serve``'s usage alone is 60 lines), not a
+    usage block and then the error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="duplex-gateway",
         description="Real-time full-duplex voice gateway (OpenAI Realtime compatible, "
                     "Redis-leased resumable sessions).")
@@ -73,8 +85,27 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def _in_use(data_dir: Path, holder: int | None, url: str) -> str:
     by = f"another gateway (pid {holder})" if holder else "another gateway"
-    return (f"duplex-gateway: the data dir {data_dir} is in use by {by}; give this one "
+    return (f"the data dir {data_dir} is in use by {by}; give this one "
             f"its own --data-dir, or share that gateway's store with --redis-url {url}")
+
+
+def _refused(why: str) -> int:
+    """A flag the gateway cannot run with: one line, nothing started, status 2."""
+    print(f"duplex-gateway: {why}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _checked(args: argparse.Namespace) -> GatewayConfig | str:
+    """The configuration the flags give, or the one line that refuses them (every
+    check says why in its ``SystemExit``)."""
+    try:
+        config = from_args(args)
+        loop_factory(config.loop)  # an unusable --loop fails now, not after the store starts
+    except SystemExit as exc:
+        if isinstance(exc.code, str):
+            return exc.code.removeprefix("duplex-gateway: ")
+        raise
+    return config
 
 
 def serve(config: GatewayConfig) -> int:
@@ -83,7 +114,6 @@ def serve(config: GatewayConfig) -> int:
     from duplex.store.embedded import EmbeddedValkey
     from duplex.store.supervisor import Supervisor
 
-    loop_factory(config.loop)  # an unusable --loop fails now, not after the store starts
     secrets = (config.api_key or "", config.twilio_auth_token or "",
                config.plivo_auth_token or "",
                config.exotel_credentials or "", config.vonage_signature_secret or "")
@@ -99,8 +129,7 @@ def serve(config: GatewayConfig) -> int:
         try:
             config = replace(config, redis_url=embedded.server.start())
         except DataDirInUse as exc:
-            print(_in_use(config.data_dir, exc.holder, embedded.server.url), file=sys.stderr)
-            return 1
+            return _refused(_in_use(config.data_dir, exc.holder, embedded.server.url))
         except StoreUnavailable as exc:
             print(f"duplex-gateway: cannot start the embedded Valkey: {exc}", file=sys.stderr)
             return 1
@@ -125,6 +154,7 @@ def serve(config: GatewayConfig) -> int:
         return 0
     finally:
         if embedded is not None:
+            interrupt_as_terminate()  # asyncio.run (--workers) gave SIGINT back to Python
             embedded.stop()
 
 
@@ -144,8 +174,10 @@ def run_server(config: GatewayConfig, sockets: list[socket.socket], *, on_ready:
 def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     if args.command == "serve":
+        interrupt_as_terminate()
         export_model_server_flags(args)
-        return serve(from_args(args))
+        config = _checked(args)
+        return _refused(config) if isinstance(config, str) else serve(config)
     if args.command == "call":
         from gateway.call import run_call
 

@@ -12,14 +12,31 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from gateway import tracing
+from gateway import log_setup, tracing
 from gateway.auth import parse_origins
+from gateway.config_checks import check_numbers, check_plugin, check_tls
+from gateway.flag_groups import FLAG_GROUPS
 
 ENV_PREFIX = "DUPLEX_GATEWAY_"
 MAX_WORKERS = 256  # --workers: far above any core count a gateway host has
 
 
+def checkout_root() -> Path | None:
+    """The source checkout this code runs from (an editable install too), or None
+    for an installed package: the folder above ``gateway/`` that holds its
+    ``pyproject.toml``."""
+    root = Path(__file__).resolve().parent.parent
+    return root if (root / "pyproject.toml").is_file() else None
+
+
 def default_data_dir() -> Path:
+    """``.data/`` in the checkout the gateway runs from, so that two checkouts never
+    share a store (nor reap each other's sessions); for an installed package, the
+    user's ``$XDG_DATA_HOME/duplex-gateway``. Either way one gateway at a time
+    holds it (``duplex.store.dirlock``)."""
+    root = checkout_root()
+    if root is not None:
+        return root / ".data"
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "duplex-gateway"
 
@@ -100,8 +117,10 @@ _FLAGS: dict[str, tuple[Any, str]] = {
     "redis_replica_acks": (int, "Redis replicas that must hold each lease grant, epoch bump "
                                 "and journaled event before it counts (WAIT); unset: 1 with "
                                 "redis+sentinel://, else 0"),
-    "data_dir": (Path, "where the embedded Valkey keeps its socket and AOF (one gateway "
-                       "at a time: it is locked)"),
+    "data_dir": (Path, "where the embedded Valkey keeps its socket and AOF: one gateway "
+                       "at a time (a second one on it exits, naming the holder's pid); "
+                       "the default is .data/ in a source checkout, else the user's "
+                       "$XDG_DATA_HOME/duplex-gateway"),
     "api_key": (str, "require this key on every route that starts or observes sessions: "
                      "/v1/realtime (Authorization: Bearer, or the "
                      "openai-insecure-api-key.<key> WebSocket subprotocol), /metrics and "
@@ -212,17 +231,26 @@ LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    """Every flag, in --help's sections (``gateway.flag_groups``)."""
     defaults = GatewayConfig()
-    for name, (kind, text) in _FLAGS.items():
-        env = ENV_PREFIX + name.upper()
-        default = getattr(defaults, name)
-        if name == "data_dir":
-            default = default_data_dir()
-        shown = "unset" if default is None else default
-        parser.add_argument(
-            "--" + name.replace("_", "-"), type=kind, default=None, metavar=name.upper(),
-            help=f"{text} [env {env}; default {shown}]",
-        )
+    sections = list(FLAG_GROUPS.items())
+    placed = {name for _, names in FLAG_GROUPS.values() for name in names}
+    rest = tuple(name for name in _FLAGS if name not in placed)
+    if rest:
+        sections.append(("other", ("", rest)))
+    for title, (about, names) in sections:
+        group = parser.add_argument_group(title, about or None)
+        for name in names:
+            kind, text = _FLAGS[name]
+            env = ENV_PREFIX + name.upper()
+            default = getattr(defaults, name)
+            if name == "data_dir":
+                default = default_data_dir()
+            shown = "unset" if default is None else default
+            group.add_argument(
+                "--" + name.replace("_", "-"), type=kind, default=None, metavar=name.upper(),
+                help=f"{text} [env {env}; default {shown}]",
+            )
 
 
 def from_args(args: argparse.Namespace, environ: dict[str, str] | None = None) -> GatewayConfig:
@@ -256,21 +284,21 @@ def _check(config: GatewayConfig, environ: dict[str, str] | None = None) -> None
         raise SystemExit("--redis-replica-acks must be >= 0")
     if not 1 <= config.workers <= MAX_WORKERS:
         raise SystemExit(f"--workers must be between 1 and {MAX_WORKERS}")
-    if (config.ssl_certfile is None) != (config.ssl_keyfile is None):
-        raise SystemExit("--ssl-certfile and --ssl-keyfile go together: give both or neither")
-    for name in ("ssl_certfile", "ssl_keyfile", "ssl_ca_file"):
-        path = getattr(config, name)
-        if path is not None and not path.is_file():
-            raise SystemExit(f"--{name.replace('_', '-')} {path}: no such file")
+    check_numbers(config)
+    check_tls(config)
     if config.log_level.lower() not in LOG_LEVELS:
         raise SystemExit(f"--log-level must be one of {', '.join(LOG_LEVELS)}, "
                          f"not {config.log_level!r:.40}")
     if config.loop not in LOOPS:
         raise SystemExit(f"--loop must be one of {', '.join(LOOPS)}, not {config.loop!r:.40}")
+    if config.log_format not in log_setup.FORMATS:
+        raise SystemExit(f"--log-format must be one of {', '.join(log_setup.FORMATS)}, "
+                         f"not {config.log_format!r:.40}")
     if config.ws_compression not in WS_COMPRESSION:
         raise SystemExit(f"--ws-compression must be one of {', '.join(WS_COMPRESSION)}, "
                          f"not {config.ws_compression!r:.40}")
     _check_carriers(config)
+    check_plugin(config.plugin)
     tracing.require(config, environ)
     try:
         parse_origins(config.allowed_origins or "*")

@@ -54,6 +54,7 @@ from plugins.registry import load_plugin
 log = logging.getLogger("duplex_gateway")
 
 OWNER_TTL_FACTOR = 3  # an owner is dead after missing this many heartbeats
+LOADING = "loading: "  # readiness's reason while the plugin loads, before its step
 
 
 def token_digest(token: str) -> str:
@@ -181,7 +182,7 @@ class Gateway:
 
     def _progress(self, step: str) -> None:
         """Plugin loading progress (called from the loading thread)."""
-        self.not_ready = f"loading: {step}"
+        self.not_ready = LOADING + step
         log.info("%s", step)
 
     async def readiness(self, *, fresh: bool = True) -> str:
@@ -223,8 +224,22 @@ class Gateway:
                 self.store_watch.answered()
                 await self._reap(now)
             except DuplexError as exc:
-                log.warning("housekeeping: %s", exc)
+                self._housekeeping_failed(exc)
             await asyncio.sleep(interval)
+
+    def _housekeeping_failed(self, exc: DuplexError) -> None:
+        # Loading a model holds the GIL for seconds at a time, so a Redis answer can
+        # wait past --store-timeout-s while the engines start: expected, not news.
+        # /readyz still names a store that stays away.
+        if self.starting:
+            log.info("housekeeping: %s (while the models load)", exc)
+        else:
+            log.warning("housekeeping: %s", exc)
+
+    @property
+    def starting(self) -> bool:
+        """The plugin or one of its engines is still loading."""
+        return bool(self.not_ready) or any(engine.readiness() for engine in self.engines)
 
     async def _reap(self, now: float) -> None:
         for sid, reason, owner in await self.store.claim_expired(self.owner, now):

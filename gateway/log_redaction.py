@@ -1,4 +1,4 @@
-"""Secrets never reach a log line, at any level (README "Security").
+"""Secrets never reach a log line, at any level (docs/deployment.md "Security").
 
 A secret can reach a log three ways, so there are three layers, applied to every
 handler of the process (``protect``):

@@ -26,6 +26,9 @@ The way out is as long: Starlette's ``send``, its exception wrapper, uvicorn's
 writable socket, and leaves every other case (a handshake, a close, a peer gone,
 a full transport) to it.
 
+Each socket's close is logged as its open is (uvicorn logs ``[accepted]``): one
+line with the code, who closed it, and the reason.
+
 Endpoints never use this module: ``gateway.transports.frames.SocketFrames`` is the
 one frame source, and it takes this way where uvicorn serves the socket.
 """
@@ -35,8 +38,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from starlette.websockets import WebSocket
+from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.exceptions import InvalidState
+from websockets.protocol import State
 
 Deliver = Callable[[str | bytes], bool]  # a message (text, or binary) -> taken
 
@@ -61,6 +66,22 @@ class DirectReads(WebSocketsSansIOProtocol):
                 self.delivered += 1
                 return
         super().send_receive_event_to_app()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.conn.state is not State.CONNECTING:  # accepted: its open was logged
+            self.logger.info('%s - "WebSocket %s" closed %s', get_client_addr(self.scope),
+                             get_path_with_query_string(self.scope), self._how_closed())
+        super().connection_lost(exc)
+
+    def _how_closed(self) -> str:
+        sent, received = self.conn.close_sent, self.conn.close_rcvd
+        if received is not None and (sent is None or self.conn.close_rcvd_then_sent):
+            code, reason, by = received.code, received.reason, "the client"
+        elif sent is not None:
+            code, reason, by = sent.code, sent.reason, "the gateway"
+        else:
+            return "1006: the connection dropped without a close frame"
+        return f"{code} by {by}" + (f": {reason!r}" if reason else "")  # repr: a peer's text
 
     def send_text_now(self, text: str) -> bool:
         """Send ``text`` as uvicorn's ASGI ``send`` would, without the trip through

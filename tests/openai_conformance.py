@@ -33,7 +33,8 @@ from pydantic import ValidationError
 
 Dialect = Literal["ga", "beta"]
 
-# the gateway's extensions to the protocol (README: resume, heartbeats, playback)
+# the gateway's extensions to the protocol (docs/sessions.md, docs/protocol.md: resume,
+# heartbeats, playback)
 GATEWAY_EVENTS = frozenset({
     "session.resumed", "session.closed", "session.expired", "session.replaced",
     "session.resync_required", "session.heartbeat_ack", "playback.acknowledged",

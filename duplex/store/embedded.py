@@ -174,7 +174,9 @@ class EmbeddedValkey:
         with open(self.log_path, "ab") as log:  # early errors go to stderr, not the logfile
             self._proc = subprocess.Popen(
                 self._argv(), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                preexec_fn=die_with_parent(),
+                # a session of its own: a terminal's Ctrl-C reaches the gateway alone,
+                # which stops the server (else the supervisor restarts it mid-shutdown)
+                start_new_session=True, preexec_fn=die_with_parent(),
             )
         if not wait_until(self._ready, self._ready_timeout_s):
             stop_child(self._proc, self._ready_timeout_s)

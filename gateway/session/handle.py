@@ -70,7 +70,7 @@ class SessionHandle:
         self.inbox.put_urgent(si.Confirm(generation))
 
     def recover(self, lost_response_id: str | None) -> None:
-        """This process took the session over after its owner died (DESIGN §8)."""
+        """This process took the session over after its owner died (docs/architecture.md §8)."""
         recovery = at.Recovery(lost_response_id)
         self.outbox.recovered(recovery)
         self.inbox.put_urgent(recovery)

@@ -54,7 +54,7 @@ TIMEOUT_ENV = "DUPLEX_GATEWAY_LLM_TIMEOUT_S"
 MAX_STREAMS_ENV = "DUPLEX_GATEWAY_LLM_MAX_STREAMS"
 MAX_WAITING_ENV = "DUPLEX_GATEWAY_LLM_MAX_WAITING"
 ENGINES = ("llamacpp", "vllm")
-# chosen by bench/voice_quiz.py (bench/README.md): see the README's "The language model"
+# chosen by bench/voice_quiz.py (bench/README.md): see docs/voice-agent.md "The language model"
 DEFAULT_MODEL = bundled.QWEN_CODER_1_5B
 DEFAULT_THREADS = 2
 N_CTX = 4096  # one session's conversation, in tokens

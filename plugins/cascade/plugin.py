@@ -58,7 +58,7 @@ def _require(module: str, extra: str) -> None:
 
     if importlib.util.find_spec(module) is None:
         raise RuntimeError(f"the cascade plugin needs {module!r}: install duplex-gateway[{extra}] "
-                           "(see the README)")
+                           "(see docs/voice-agent.md)")
 
 
 def _draft_pause_ms(value: str | None) -> int:

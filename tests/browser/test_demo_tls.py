@@ -1,5 +1,5 @@
 """The demo over https:// and wss:// (a self-signed development certificate, made as
-the README says): the page picks wss:// from its own origin, and a turn works."""
+docs/deployment.md "TLS" says): the page picks wss:// from its own origin, and a turn works."""
 
 from __future__ import annotations
 

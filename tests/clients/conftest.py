@@ -2,7 +2,7 @@
 
 One TLS tone gateway with an API key serves the whole tier over ``wss://`` (the npm
 ``openai`` client dials nothing else); every client trusts its development
-certificate the way the README says (``NODE_EXTRA_CA_CERTS``, ``SSL_CERT_FILE``) and
+certificate the way docs/deployment.md "TLS" says (``NODE_EXTRA_CA_CERTS``, ``SSL_CERT_FILE``) and
 sends the key its own way (Bearer header or the browser subprotocol). Each driver runs
 as a subprocess in its client's environment and prints a JSON report of what the
 client's user saw; the tests assert on that.
@@ -52,7 +52,8 @@ def installs(request: pytest.FixtureRequest) -> Iterator[Installs]:
 
 @pytest.fixture(scope="session")
 def cert(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A self-signed certificate for 127.0.0.1, made as the README says; its key beside it."""
+    """A self-signed certificate for 127.0.0.1, made as docs/deployment.md "TLS" says; its
+    key beside it."""
     where = tmp_path_factory.mktemp("client-cert")
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
                     "-keyout", str(where / "key.pem"), "-out", str(where / "cert.pem"),

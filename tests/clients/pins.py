@@ -1,5 +1,6 @@
-"""The clients the tier drives and where each one's version is pinned: the README's
-compatibility table must name exactly these, at exactly these versions."""
+"""The clients the tier drives and where each one's version is pinned: the
+compatibility table (docs/clients.md, summed up in the README) must name exactly
+these, at exactly these versions."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-# README row label → (where the pin lives, the package pinned, the tier's test module)
+# table row label → (where the pin lives, the package pinned, the tier's test module)
 CLIENTS = {
     "npm `openai`, `OpenAIRealtimeWS`": ("npm", "openai", "test_openai_node.py"),
     "npm `openai`, `OpenAIRealtimeWebSocket`": ("npm", "openai", "test_openai_node.py"),

@@ -1,22 +1,28 @@
-"""The README's client compatibility table says what the tier pins (no client needed)."""
+"""The client compatibility tables say what the tier pins (no client needed): the
+whole table in docs/clients.md, and its summary in the README."""
 
 from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 from pins import CLIENTS, HERE, npm_version, pip_version, version
 
-README = HERE.parent.parent / "README.md"
-BEGIN, END = "<!-- client-table: begin -->", "<!-- client-table: end -->"
+ROOT = HERE.parent.parent
+TABLE = ROOT / "docs" / "clients.md"
+SUMMARY = ROOT / "README.md"
 
 
-def table_rows() -> dict[str, list[str]]:
-    text = README.read_text()
-    body = text[text.index(BEGIN) + len(BEGIN):text.index(END)]
+def table_rows(page: Path = TABLE, marker: str = "client-table",
+               header: tuple[str, ...] = ("client", "version", "what the tier tests",
+                                          "known limits")) -> dict[str, list[str]]:
+    text = page.read_text()
+    begin, end = f"<!-- {marker}: begin -->", f"<!-- {marker}: end -->"
+    body = text[text.index(begin) + len(begin):text.index(end)]
     rows = [[cell.strip() for cell in line.strip().strip("|").split("|")]
             for line in body.strip().splitlines()]
-    assert rows[0] == ["client", "version", "what the tier tests", "known limits"], rows[0]
+    assert rows[0] == list(header), rows[0]
     return {row[0]: row[1:] for row in rows[2:]}
 
 
@@ -26,6 +32,11 @@ def test_the_table_names_every_client_at_its_pinned_version() -> None:
     for label, (version_cell, tested, _limits) in rows.items():
         assert version_cell == version(label), label
         assert tested, f"{label}: say what the tier tests"
+
+
+def test_the_readme_summary_names_the_same_clients_and_versions() -> None:
+    summary = table_rows(SUMMARY, "client-summary", ("client", "version"))
+    assert summary == {label: [version(label)] for label in CLIENTS}
 
 
 def test_every_client_has_its_test_module() -> None:

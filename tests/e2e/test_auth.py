@@ -1,4 +1,4 @@
-"""Every door of a real gateway process (README "Security"): the API key on
+"""Every door of a real gateway process (docs/deployment.md "Security"): the API key on
 ``/v1/realtime``, ``/metrics`` and ``/readyz``, the Twilio routes without a Twilio
 auth token, browser origins, and one answer to every refused resume."""
 

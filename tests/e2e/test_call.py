@@ -7,10 +7,12 @@ to a fresh session, shows.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import socket
 import subprocess
 import sys
+import time
 import wave
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-from client import silence, tone
+from client import eventually, silence, tone
 from gateway_process import REPO, GatewayProcess, running_tone
 
 from plugins.tone import decode_turn
@@ -154,4 +156,33 @@ def test_a_gateway_gone_mid_call_is_one_line(tmp_path: Path) -> None:
         stdout, stderr = proc.communicate(timeout=90)
     assert first.startswith("turn 1/2:"), first + stdout + stderr
     one_line_failure(subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr),
-                     "turn 2: the gateway closed the connection")
+                     "turn 2: the connection to the gateway was lost (1006: the "
+                     "connection dropped without a close frame")
+
+
+async def test_a_silent_input_is_given_up_and_its_session_ended(tmp_path: Path) -> None:
+    quiet = tmp_path / "quiet.wav"
+    write_pcm16(quiet, silence(1.0), 24000)
+    with running_tone(tmp_path / "gw") as gw:
+        out = await asyncio.to_thread(call, "--url", gw.ws, "--wav", quiet, "--fast")
+        # once the input and the silence after it are sent: not --timeout-s's 60 s
+        one_line_failure(out, "turn 1: the input is silent and the gateway heard no speech")
+        await asyncio.to_thread(wait_for_line, gw, "closed 1000 by the client")
+
+        async def ended() -> bool:  # a detached session would wait 30 s for a resume
+            return await gw.metric("duplex_sessions_active") == 0
+
+        await eventually(ended, 15, "the session ended with the call")
+
+
+def wait_for_line(gw: GatewayProcess, text: str) -> None:
+    for _ in range(200):  # the close line follows the call's exit by a moment
+        if any(text in line for line in gw.output):
+            return
+        time.sleep(0.05)
+    raise AssertionError("".join(gw.output))
+
+
+def test_a_directory_is_named_a_directory(tmp_path: Path, closed_port: int) -> None:
+    out = call("--url", f"ws://127.0.0.1:{closed_port}/v1/realtime", "--wav", tmp_path)
+    one_line_failure(out, f"{tmp_path}: is a directory")

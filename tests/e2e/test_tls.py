@@ -1,6 +1,6 @@
 """TLS: ``--ssl-certfile``/``--ssl-keyfile`` serve https:// and wss://, the official
 client connects over wss:// trusting a development certificate through
-``SSL_CERT_FILE`` (as the README says to), and owner relays between TLS
+``SSL_CERT_FILE`` (as docs/deployment.md "TLS" says to), and owner relays between TLS
 gateways speak wss:// and verify the peer."""
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs o
 
 @pytest.fixture(scope="module")
 def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A self-signed certificate for localhost and 127.0.0.1, made as the README says."""
+    """A self-signed certificate for localhost and 127.0.0.1, made as docs/deployment.md
+    "TLS" says."""
     where = tmp_path_factory.mktemp("cert")
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
                     "-keyout", str(where / "key.pem"), "-out", str(where / "cert.pem"),
@@ -112,6 +113,6 @@ def test_a_certificate_without_its_key_is_one_clear_line(cert: tuple[Path, Path]
     out = subprocess.run([sys.executable, "-m", "gateway.cli", "serve", "--port", "0",
                           "--ssl-certfile", str(cert[0])], cwd=REPO, capture_output=True,
                          text=True, timeout=30, check=False)
-    assert out.returncode != 0
+    assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
-        "--ssl-certfile and --ssl-keyfile go together: give both or neither"]
+        "duplex-gateway: --ssl-certfile and --ssl-keyfile go together: give both or neither"]

@@ -1,7 +1,7 @@
 """The embedded Valkey under a real gateway: killed, it is restarted and sessions go on;
 a store gone too long fails ``/healthz``; a data dir has one owner.
 
-README "The embedded store". The server's pid is in ``<data-dir>/valkey/valkey.pid``
+docs/store.md "The embedded store". The server's pid is in ``<data-dir>/valkey/valkey.pid``
 (the server writes it); the gateway logs one line per restart.
 """
 
@@ -161,7 +161,7 @@ async def test_a_second_gateway_on_the_data_dir_is_refused(
 
     second = await asyncio.to_thread(serve_once, data_dir)
 
-    assert second.returncode == 1
+    assert second.returncode == 2  # as for a bad flag: nothing started, nothing to retry
     assert second.stdout == ""
     [line] = second.stderr.splitlines()  # one line says it all
     sock = data_dir / "valkey" / "valkey.sock"

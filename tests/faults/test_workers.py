@@ -170,14 +170,24 @@ async def test_a_killed_worker_is_started_again_and_sigterm_stops_every_worker(
             os.kill(pid, 0)
 
 
+# A worker's interpreter that exits at once (a broken install, say): the parent's
+# checks all pass (a bad certificate, which used to stand in, is refused before
+# any worker starts), and every worker exits before it is ready.
+BROKEN_WORKER = """import sys
+if sys.orig_argv[-2:] == ["-m", "gateway.worker"]:
+    sys.exit(1)
+"""
+
+
 def test_a_worker_that_cannot_start_stops_the_gateway(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.pem"
-    bad.write_text("not a certificate\n")
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(BROKEN_WORKER)
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
     done = subprocess.run(
         [sys.executable, "-m", "gateway.cli", "serve", "--workers", "2", "--port", "0",
-         "--plugin", "tone", "--data-dir", str(tmp_path / "d"),
-         "--ssl-certfile", str(bad), "--ssl-keyfile", str(bad)],
+         "--plugin", "tone", "--data-dir", str(tmp_path / "d")],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert re.search(r"worker \d exited with status 1 before it was ready", done.stderr)

@@ -124,3 +124,14 @@ def test_the_installed_call_command_holds_a_realtime_turn(installed: Path, elsew
     assert "tone turn 1" in out.stdout and "answer to turn 1" in out.stdout
     with wave.open(str(elsewhere / "answer.wav"), "rb") as answer:
         assert answer.getframerate() == 24000 and answer.getnframes() >= 24000
+
+
+def test_an_installed_gateway_keeps_its_data_in_the_users_dir(installed: Path,
+                                                                elsewhere: Path) -> None:
+    # a checkout's default is its own .data/; an installed package has no checkout
+    env = {**clean_env(), "XDG_DATA_HOME": str(elsewhere / "xdg")}
+    out = subprocess.run([str(installed / "bin" / "duplex-gateway"), "serve", "--help"],
+                         cwd=elsewhere, env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    flat = "".join(out.stdout.split())  # argparse wraps the help, at hyphens too
+    assert f"default{elsewhere / 'xdg' / 'duplex-gateway'}]" in flat, out.stdout

@@ -24,7 +24,7 @@ from duplex.store.embedded import stop_child
 
 PIP_TIMEOUT_S = 240
 # what a checkout may hold that is not source (the gitignored names)
-NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info",
+NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", ".data", "build", "dist", "*.egg-info",
                                     "__pycache__", ".*_cache", ".hypothesis", "out",
                                     "test-output")
 

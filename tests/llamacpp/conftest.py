@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-SKIP_REASON = "xllamacpp is not installed (pip install 'duplex-gateway[cpu]'; see the README)"
+SKIP_REASON = ("xllamacpp is not installed (pip install 'duplex-gateway[cpu]'; "
+               "see docs/voice-agent.md)")
 
 
 @pytest.fixture(scope="session", autouse=True)

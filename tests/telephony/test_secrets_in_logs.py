@@ -1,4 +1,4 @@
-"""No secret reaches a log line at any level (README "Security").
+"""No secret reaches a log line at any level (docs/deployment.md "Security").
 
 Two keyed, Twilio-signed gateways on one Redis, both at ``--log-level debug``,
 are driven through every path that handles a credential: the API key as a

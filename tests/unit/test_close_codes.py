@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from duplex.close_codes import MAX_REASON_BYTES, CloseCode, close_reason, sendable
+from duplex.close_codes import MAX_REASON_BYTES, CloseCode, close_reason, meaning, sendable
 from gateway.log_limits import LogLimiter
 
 
@@ -38,6 +38,13 @@ def test_any_text_is_a_valid_reason(text: str) -> None:
 def test_every_code_we_send_may_be_sent() -> None:
     assert all(sendable(code) for code in CloseCode if code is not CloseCode.ABNORMAL)
     assert not sendable(CloseCode.ABNORMAL) and not sendable(1005) and not sendable(1015)
+
+
+def test_every_close_code_is_explained_in_one_table() -> None:
+    explained = {code: meaning(code) for code in CloseCode}
+    assert len(set(explained.values())) == len(CloseCode), explained  # each its own words
+    assert "restarting" in meaning(1012) and "resume" in meaning(1012)
+    assert meaning(4999) == "not a code this gateway sends"
 
 
 class Clock:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -74,3 +75,73 @@ def test_without_uvloop_auto_falls_back_and_an_explicit_uvloop_is_refused(
     assert serving.loop_factory("auto") is None
     with pytest.raises(SystemExit, match="uvloop is not installed"):
         serving.loop_factory("uvloop")
+
+
+@pytest.mark.parametrize(("argv", "match"), [
+    (["--port", "99999"], "--port must be between 0 and 65535"),
+    (["--port", "-1"], "--port must be between 0 and 65535"),
+    (["--max-message-bytes", "-5"], "--max-message-bytes must be above 0, not -5"),
+    (["--max-sessions", "0"], "--max-sessions must be above 0, not 0"),
+    (["--disconnect-grace-s", "-1"], "--disconnect-grace-s must be 0 or more, not -1"),
+    (["--idle-ttl-s", "nan"], "--idle-ttl-s must be a finite number"),
+    (["--max-session-s", "inf"], "--max-session-s must be a finite number"),
+    (["--plugin", "nope"], "--plugin 'nope' is not a plugin: use one of cascade, tone"),
+    (["--plugin", "no_such_module_here:Plugin"], "cannot import no_such_module_here"),
+    (["--plugin", "plugins.tone:NoSuchPlugin"], "plugins.tone has no class NoSuchPlugin"),
+    (["--log-format", "xml"], "--log-format must be one of text, json"),
+])
+def test_bad_numbers_and_plugin_names_are_refused_before_anything_starts(
+        argv: list[str], match: str) -> None:
+    with pytest.raises(SystemExit, match=match):
+        config_of(argv)
+
+
+def test_zero_stays_off_where_the_flags_say_so() -> None:
+    config = config_of(["--port", "0", "--idle-ttl-s", "0", "--max-session-s", "0",
+                        "--max-connections", "0", "--plugin", "plugins.tone:TonePlugin"])
+    assert (config.port, config.idle_ttl_s, config.max_connections) == (0, 0.0, 0)
+
+
+def test_tls_files_must_be_readable_pem(tmp_path: Path) -> None:
+    text = tmp_path / "notes.txt"
+    text.write_text("not a certificate\n")
+    for argv, match in [
+        (["--ssl-certfile", str(tmp_path), "--ssl-keyfile", str(text)], "is a directory"),
+        (["--ssl-certfile", str(tmp_path / "gone.pem"), "--ssl-keyfile", str(text)],
+         "gone.pem: no such file"),
+        (["--ssl-certfile", str(text), "--ssl-keyfile", str(text)],
+         "not a PEM certificate and its key"),
+        (["--ssl-ca-file", str(text)], "--ssl-ca-file .*: not PEM CA certificates"),
+    ]:
+        with pytest.raises(SystemExit, match=match):
+            config_of(argv)
+
+
+def test_the_default_data_dir_is_the_checkouts_own_else_the_users(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from gateway import config
+
+    repo = Path(__file__).resolve().parents[2]
+    assert config.default_data_dir() == repo / ".data"
+    assert config_of([]).data_dir == repo / ".data"
+    monkeypatch.setattr(config, "checkout_root", lambda: None)  # an installed package
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    assert config.default_data_dir() == tmp_path / "duplex-gateway"
+
+
+def test_help_lists_every_flag_once_in_its_section() -> None:
+    from gateway.config import _FLAGS
+    from gateway.flag_groups import FLAG_GROUPS
+
+    placed = [name for _, names in FLAG_GROUPS.values() for name in names]
+    assert sorted(placed) == sorted(_FLAGS)  # each flag in exactly one section
+    parser = argparse.ArgumentParser()
+    add_serve_arguments(parser)
+    sections = {group.title: [a.dest for a in group._group_actions]
+                for group in parser._action_groups if group._group_actions}
+    assert "other" not in sections
+    assert {title: tuple(dests) for title, dests in sections.items()
+            if title in FLAG_GROUPS} == {t: names for t, (_, names) in FLAG_GROUPS.items()}
+    port = parser._option_string_actions["--port"]
+    assert port.help is not None and port.help.endswith("[env DUPLEX_GATEWAY_PORT; default 8000]")
+    assert all(action.default is None for action in parser._actions if action.dest != "help")
