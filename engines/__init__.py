@@ -9,7 +9,9 @@ sees of an engine. Neither knows sessions, plugins or the duplex core.
   (``InProcessStage(threads=0)``);
 - ``vllm``: a resumable LLM stage on vLLM's ``AsyncLLM`` (vLLM imported lazily);
 - ``llamacpp``: a resumable LLM stage on an in-process llama.cpp server
-  (``xllamacpp``, imported lazily).
+  (``xllamacpp``, imported lazily);
+- ``chat_server``: a conversation on an OpenAI-compatible server apart from
+  the gateway (``ChatServerStage``; HTTP in ``model_http``).
 
 ``build_engine`` is the one place that turns a plugin's stage into its engine,
 for the gateway and the tests alike.
@@ -20,7 +22,13 @@ from __future__ import annotations
 from typing import Any
 
 from engines.base import StageEngine
-from engines.stages import InProcessStage, LlamaCppStage, ResumableLlmStage, Stage
+from engines.stages import (
+    ChatServerStage,
+    InProcessStage,
+    LlamaCppStage,
+    ResumableLlmStage,
+    Stage,
+)
 
 
 def build_engine(index: int, stage: Stage) -> StageEngine:
@@ -41,6 +49,11 @@ def build_engine(index: int, stage: Stage) -> StageEngine:
             return VllmEngine(index, stage.name, stage.adapter, make, sampling=stage.sampling)
         case LlamaCppStage():
             return _llamacpp_engine(index, stage)
+        case ChatServerStage():
+            from engines.chat_server import ChatServerEngine
+
+            return ChatServerEngine(index, stage.name, stage.adapter, stage.server,
+                                    sampling=stage.sampling)
     raise TypeError(f"unknown stage kind {type(stage).__name__}")
 
 

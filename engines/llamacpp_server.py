@@ -134,10 +134,13 @@ def parse_chunk(data: Any) -> Delta:
     choice = choices[0]
     text = choice.get("text") or ""
     finish = choice.get("finish_reason")
-    return Delta(str(text), finish, _usage(data) if finish else None)
+    return Delta(str(text), finish, parse_usage(data) if finish else None)
 
 
-def _usage(data: Mapping[str, Any]) -> Usage | None:
+def parse_usage(data: Mapping[str, Any]) -> Usage | None:
+    """A streamed chunk's ``usage`` (and llama.cpp's ``timings``), if it has one:
+    the OpenAI field ``prompt_tokens_details.cached_tokens``, or llama.cpp's
+    ``timings.cache_n``, says how much of the prompt came from the cache."""
     usage, timings = data.get("usage"), data.get("timings") or {}
     if not isinstance(usage, Mapping):
         return None

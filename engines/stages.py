@@ -1,10 +1,12 @@
 """What a plugin hands the engines: stage descriptors and the model code they run.
 
 A plugin describes each of its stages (``InProcessStage``, ``LlamaCppStage``,
-``ResumableLlmStage``) and ``engines.build_engine`` turns each into its engine.
-The model code is synchronous and plugin-private: a ``StageModel`` steps one
-payload at a time; a ``ResumableAdapter`` maps payloads onto one resumable LLM
-request (``PromptChunk``s in, generated text out). Either yields
+``ResumableLlmStage``, ``ChatServerStage``) and ``engines.build_engine`` turns
+each into its engine. The model code is synchronous and plugin-private: a
+``StageModel`` steps one payload at a time; a ``ResumableAdapter`` maps
+payloads onto one resumable LLM request (``PromptChunk``s in, generated text
+out); a ``ChatAdapter`` maps them onto one conversation on a model server apart
+from the gateway (``ChatChunk``s in, streamed text out). Each yields
 ``StageResult``s, which the orchestrator routes without looking inside.
 
 A request carries the ``tag`` its submitter gave it (the gateway's is the
@@ -204,4 +206,113 @@ class LlamaCppStage:
     warm_prompt: str = ""
 
 
-Stage = InProcessStage | ResumableLlmStage | LlamaCppStage
+
+
+# -- a thinker on a model server apart from the gateway -----------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ChatChunk:
+    """One piece of a conversation held on an OpenAI-compatible chat server
+    (``engines.chat_server``): chat ``messages`` appended to the request's
+    conversation, the analogue of ``PromptChunk`` for a server that takes
+    messages, not raw text.
+
+    ``generate``: the conversation so far (this chunk included) is sent as one
+    streamed chat completion, offering ``tools`` (OpenAI ``tools`` entries)
+    under ``tool_choice``; its text goes to the adapter's ``on_text`` and its
+    end to ``on_end``, which returns the reply as the conversation keeps it
+    (an assistant message). A chunk that does not generate only extends the
+    conversation (nothing is sent: the next generating chunk carries it).
+    ``emit``, ``tag``, ``max_tokens`` and ``detached`` mean what they mean on
+    a ``PromptChunk`` (a ``detached`` chunk's ``messages`` are its whole
+    prompt, and the conversation stays as it was). There are no guesses: a
+    model server is shared, so a reply it might throw away is not asked for.
+    """
+
+    messages: tuple[Mapping[str, Any], ...] = ()
+    generate: bool = False
+    max_tokens: int = 1
+    tools: tuple[Mapping[str, Any], ...] = ()
+    tool_choice: Any = None  # "auto", "none", "required" or {"type": "function", ...}
+    emit: tuple[StageResult, ...] = ()
+    tag: Any = None
+    detached: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ChatToolCall:
+    """A call a chat reply made, as the server streamed it (``arguments`` the
+    JSON text it wrote, not yet checked)."""
+
+    call_id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChatReply:
+    """A chat completion's whole reply: its words, its calls and why it ended."""
+
+    text: str
+    calls: tuple[ChatToolCall, ...] = ()
+    finish: str | None = None  # "stop", "length", "tool_calls"
+
+
+class ChatAdapter(Protocol):
+    """Plugin code that maps a stage's payloads onto one conversation on a chat
+    server. As with ``ResumableAdapter``, one request's calls come in order,
+    never concurrently; ``plan`` is called when a payload is submitted,
+    possibly while an earlier chunk still generates."""
+
+    def open(self, tag: Any) -> Any: ...
+
+    def plan(self, state: Any, payload: Any) -> ChatChunk | None: ...
+
+    def on_text(self, state: Any, chunk: ChatChunk, delta: str) -> Sequence[StageResult]:
+        """Streamed words of ``chunk``'s reply."""
+        ...
+
+    def on_end(self, state: Any, chunk: ChatChunk,
+               reply: ChatReply) -> tuple[Sequence[StageResult], ChatReply]:
+        """The reply ended: its last outputs (its calls among them), and the reply
+        as the conversation keeps it. Raising fails the request (e.g. a call
+        that breaks its tool's schema)."""
+        ...
+
+    def close(self, state: Any) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ModelServer:
+    """An OpenAI-compatible server apart from the gateway (``--llm-url``).
+
+    ``url`` is its API base (``http://HOST:PORT/v1``); ``model`` the name sent
+    (None: the first of its ``/models``); ``timeout_s`` the longest the server
+    may stay silent (to connect, to answer, between two streamed chunks);
+    ``max_streams`` the streams one gateway process keeps open on it, and
+    ``max_waiting`` the requests that may wait for one (more fail at once).
+    """
+
+    url: str
+    api_key: str | None = None
+    model: str | None = None
+    timeout_s: float = 10.0
+    max_streams: int = 16
+    max_waiting: int = 64
+
+
+@dataclass(frozen=True, slots=True)
+class ChatServerStage:
+    """A stage served by a chat server apart from the gateway: one conversation
+    per session epoch, sent whole each turn as a stable prefix (the same bytes,
+    new messages appended), so the server's prefix cache prefills only the new
+    turn (``engines.chat_server``)."""
+
+    name: str
+    adapter: ChatAdapter
+    server: ModelServer
+    sampling: Mapping[str, Any] | None = None  # chat completion fields (temperature, ...)
+
+
+Stage = InProcessStage | ResumableLlmStage | LlamaCppStage | ChatServerStage

@@ -15,6 +15,7 @@ from gateway import log_setup
 from gateway.config import GatewayConfig, add_serve_arguments, from_args
 from gateway.http_limits import raise_open_files_limit
 from gateway.interrupts import interrupt_as_terminate
+from gateway.model_flags import add_model_server_arguments, export_model_server_flags
 from gateway.serving import (
     banners,
     listen,
@@ -51,6 +52,7 @@ def _build_parser() -> argparse.ArgumentParser:
                     "variable shown; REDIS_URL is accepted as is. With no Redis URL an "
                     "embedded Valkey starts under --data-dir and dies with the gateway.")
     add_serve_arguments(serve)
+    add_model_server_arguments(serve)  # --llm-*: gateway.model_flags
     call = sub.add_parser(
         "call", help="speak audio files to a running gateway, one turn each",
         description="Speak audio files to a running gateway as the user's turns of one "
@@ -174,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     if args.command == "serve":
         interrupt_as_terminate()
+        export_model_server_flags(args)
         config = _checked(args)
         return _refused(config) if isinstance(config, str) else serve(config)
     if args.command == "call":

@@ -35,6 +35,7 @@ from duplex.store.redis_store import RedisSessionStore
 from duplex.store.supervisor import Supervisor
 from engines import build_engine
 from engines.base import StageEngine
+from engines.chat_server import ChatServerEngine
 from gateway.config import GatewayConfig
 from gateway.heap import PauseTimer
 from gateway.metrics import Metrics
@@ -153,6 +154,8 @@ class Gateway:
             guesses = getattr(engine, "guesses", None)  # engines that run guesses count them
             if guesses is not None:
                 self.metrics.guesses.watch(engine.name, guesses)
+            if isinstance(engine, ChatServerEngine):  # on a model server apart
+                self.metrics.model_servers.watch(engine)
         pools = [StagePool([engine]) for engine in self.engines]
 
         def observe(stage: int, seconds: float, request: str) -> None:

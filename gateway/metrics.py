@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from gateway.session.turn_split import TurnSplit
+
+if TYPE_CHECKING:
+    from engines.chat_server import ChatServerEngine
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.5, 5.0)
 _PAUSE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
@@ -79,6 +83,8 @@ class Metrics:
 
         self.guesses = _Guesses()
         r.register(self.guesses)
+        self.model_servers = _ModelServers()
+        r.register(self.model_servers)
 
     def observe_turn(self, split: TurnSplit) -> None:
         """One reply's split, as it reaches its first audio."""
@@ -111,3 +117,47 @@ class _Guesses:
             for outcome in ("started", "finished", "adopted", "dropped"):
                 family.add_metric([stage, outcome], counts.get(outcome, 0))
         yield family
+
+
+class _ModelServers:
+    """What the engines on model servers apart from the gateway
+    (``engines.chat_server``) report, read when scraped:
+    ``duplex_model_server_completions_total{stage, outcome}`` (``ok`` or the
+    failure's cause), ``duplex_model_server_tokens_total{stage, kind}`` (``prompt``,
+    ``cached``: of those, the server's prefix cache held; ``completion``),
+    ``duplex_model_server_disconnects_total{stage}`` (streams closed early:
+    barge-ins) and ``duplex_model_server_streams{stage, state}`` (``open``,
+    ``waiting``)."""
+
+    OUTCOMES = ("ok", "ServerDown", "ServerSilent", "ServerRefused", "ServerBroken",
+                "ServerBusy", "failed")
+
+    def __init__(self) -> None:
+        self._engines: list[ChatServerEngine] = []
+
+    def watch(self, engine: ChatServerEngine) -> None:
+        self._engines.append(engine)
+
+    def collect(self) -> Iterator[Metric]:
+        completions = CounterMetricFamily(
+            "duplex_model_server_completions", "replies asked of a model server, by outcome",
+            labels=["stage", "outcome"])
+        tokens = CounterMetricFamily(
+            "duplex_model_server_tokens", "prompt tokens sent (and of those, cached by the "
+            "server) and completion tokens received", labels=["stage", "kind"])
+        disconnects = CounterMetricFamily(
+            "duplex_model_server_disconnects", "streams closed before their end (barge-ins)",
+            labels=["stage"])
+        streams = GaugeMetricFamily("duplex_model_server_streams",
+                                    "streams open on a model server, and waiting for one",
+                                    labels=["stage", "state"])
+        for engine in self._engines:
+            counts = engine.counts
+            for outcome in self.OUTCOMES:
+                completions.add_metric([engine.name, outcome], counts.get(outcome, 0))
+            for kind in ("prompt", "cached", "completion"):
+                tokens.add_metric([engine.name, kind], counts.get(f"{kind}_tokens", 0))
+            disconnects.add_metric([engine.name], engine.disconnects)
+            streams.add_metric([engine.name, "open"], engine.gate.open)
+            streams.add_metric([engine.name, "waiting"], engine.gate.waiting)
+        yield from (completions, tokens, disconnects, streams)

@@ -35,6 +35,7 @@ import math
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -42,7 +43,8 @@ from duplex import effects as fx
 from duplex.fence import Fence
 from engines.stages import StageResult
 from plugins.base import AudioUnit, Pcm
-from plugins.cascade.asr import MAX_TURN_S, RATE, WhisperAsr
+from plugins.cascade.asr import MAX_TURN_S, RATE
+from plugins.cascade.asr import WhisperAsr as WhisperAsr  # re-exported: it lived here
 from plugins.cascade.payloads import Draft, UserTurn
 from plugins.listen_think_speak import Relay, relay
 
@@ -216,11 +218,18 @@ class ListenState:
         self.warmed_at = 0
 
 
+class Transcriber(Protocol):
+    """What the listener needs of a speech recognizer: ``WhisperAsr`` here, or
+    ``remote_asr.RemoteAsr`` on a server apart."""
+
+    def transcribe(self, pcm16k: Pcm) -> str: ...
+
+
 class ListenerModel:
     """Stage 0 (``StageModel``). Holds no per-session state itself: one instance
     serves every session; ``step`` runs the ASR on the calling worker thread."""
 
-    def __init__(self, asr: WhisperAsr, *, draft_pause_ms: int = DRAFT_PAUSE_MS,
+    def __init__(self, asr: Transcriber, *, draft_pause_ms: int = DRAFT_PAUSE_MS,
                  warm_every_ms: int = WARM_EVERY_MS) -> None:
         self.asr = asr
         self.draft_pause_ms = draft_pause_ms  # 0: no drafts

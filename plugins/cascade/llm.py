@@ -11,8 +11,14 @@
   (converted to safetensors once) on vLLM.
 - ``DUPLEX_GATEWAY_LLM_THREADS``: llama.cpp's CPU threads (default
   ``DEFAULT_THREADS``).
+- ``DUPLEX_GATEWAY_LLM_URL`` (``serve --llm-url``): the thinker runs on that
+  OpenAI-compatible server instead (``plugins.cascade.chat_thinker``), any
+  model its chat template serves; ``..._LLM_MODEL`` then names the server's
+  model, and ``..._LLM_API_KEY`` (or ``DUPLEX_LLM_API_KEY``),
+  ``..._LLM_TIMEOUT_S``, ``..._LLM_MAX_STREAMS`` and ``..._LLM_MAX_WAITING``
+  say how to talk to it (``engines.stages.ModelServer``; gateway.model_flags).
 
-Any model must be an instruct model with ChatML turns (``<|im_start|>``,
+Any local model must be an instruct model with ChatML turns (``<|im_start|>``,
 ``<|im_end|>``), as Qwen2.5 and SmolLM2 are: the thinker writes ChatML.
 """
 
@@ -24,8 +30,16 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
-from engines.stages import LlamaCppStage, ResumableAdapter, ResumableLlmStage
+from engines.stages import (
+    ChatServerStage,
+    LlamaCppStage,
+    ModelServer,
+    ResumableAdapter,
+    ResumableLlmStage,
+)
 from plugins.base import Progress
 from plugins.cascade import bundled
 from plugins.cascade.model_cache import MODEL_NAME as SMOLLM2
@@ -34,6 +48,11 @@ from plugins.cascade.thinker import ENGINE_ARGS, LLAMACPP_SAMPLING, SAMPLING
 ENGINE_ENV = "DUPLEX_GATEWAY_LLM_ENGINE"
 MODEL_ENV = "DUPLEX_GATEWAY_LLM_MODEL"
 THREADS_ENV = "DUPLEX_GATEWAY_LLM_THREADS"
+URL_ENV = "DUPLEX_GATEWAY_LLM_URL"
+API_KEY_ENVS = ("DUPLEX_GATEWAY_LLM_API_KEY", "DUPLEX_LLM_API_KEY")
+TIMEOUT_ENV = "DUPLEX_GATEWAY_LLM_TIMEOUT_S"
+MAX_STREAMS_ENV = "DUPLEX_GATEWAY_LLM_MAX_STREAMS"
+MAX_WAITING_ENV = "DUPLEX_GATEWAY_LLM_MAX_WAITING"
 ENGINES = ("llamacpp", "vllm")
 # chosen by bench/voice_quiz.py (bench/README.md): see docs/voice-agent.md "The language model"
 DEFAULT_MODEL = bundled.QWEN_CODER_1_5B
@@ -52,9 +71,12 @@ class LlmChoice:
     engine: str
     model: str | None  # as named in the environment (None: the default)
     threads: int = DEFAULT_THREADS
+    server: ModelServer | None = None  # --llm-url: the thinker runs there
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> LlmChoice:
+        if env.get(URL_ENV):
+            return cls("server", env.get(MODEL_ENV) or None, server=_server(env))
         engine = env.get(ENGINE_ENV) or ("llamacpp" if _installed("xllamacpp") else "vllm")
         if engine not in ENGINES:
             raise LlmConfigError(f"{ENGINE_ENV}={engine!r}: use one of {', '.join(ENGINES)}")
@@ -64,11 +86,15 @@ class LlmChoice:
         return cls(engine, env.get(MODEL_ENV) or None, int(threads))
 
     @property
-    def module(self) -> tuple[str, str]:
+    def module(self) -> tuple[str, str] | None:
         """The module the engine needs, and the extra that brings it."""
+        if self.server is not None:
+            return None
         return ("xllamacpp", "cpu") if self.engine == "llamacpp" else ("vllm", "cpu")
 
     def describe(self) -> str:
+        if self.server is not None:
+            return f"{self.model or 'the first model'} at {self.server.url}"
         if self.model is not None:
             return f"{self.model} on {self.engine}"
         if self.engine == "llamacpp":
@@ -77,7 +103,9 @@ class LlmChoice:
 
     def prepare(self, progress: Progress) -> str:
         """The model as the engine takes it (a path or an id), assembling or
-        converting a bundled one first. Blocking."""
+        converting a bundled one first. Blocking. (A server's model is its own.)"""
+        if self.server is not None:
+            return self.model or ""
         if self.engine == "llamacpp":
             return _gguf(self.model, progress)
         return _vllm_model(self.model, progress)
@@ -91,6 +119,40 @@ class LlmChoice:
                                  parallel=PARALLEL, sampling=LLAMACPP_SAMPLING,
                                  warm_prompt=warm_prompt)
         return ResumableLlmStage(name, adapter, Path(model), ENGINE_ARGS, SAMPLING)
+
+    def server_stage(self, name: str) -> ChatServerStage:
+        """The thinker's stage on ``--llm-url``'s server (greedy, as on llama.cpp)."""
+        from plugins.cascade.chat_thinker import ChatThinker
+
+        assert self.server is not None
+        return ChatServerStage(name, ChatThinker(), self.server, sampling=LLAMACPP_SAMPLING)
+
+
+def _server(env: Mapping[str, str]) -> ModelServer:
+    url = env[URL_ENV]
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise LlmConfigError(f"{URL_ENV}={url!r}: a model server's API base is "
+                             "http[s]://HOST[:PORT]/PATH")
+    key = next((env[k] for k in API_KEY_ENVS if env.get(k)), None)
+    defaults = ModelServer(url)
+    return ModelServer(url, key, env.get(MODEL_ENV) or None,
+                       _number(env, TIMEOUT_ENV, defaults.timeout_s, float),
+                       _number(env, MAX_STREAMS_ENV, defaults.max_streams, int),
+                       _number(env, MAX_WAITING_ENV, defaults.max_waiting, int))
+
+
+def _number(env: Mapping[str, str], name: str, default: Any, kind: Any) -> Any:
+    raw = env.get(name)
+    if not raw:
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = None
+    if value is None or value < (0 if name == MAX_WAITING_ENV else 1e-3):
+        raise LlmConfigError(f"{name}={raw!r}: a positive {kind.__name__}")
+    return value
 
 
 def _installed(module: str) -> bool:

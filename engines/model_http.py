@@ -1,0 +1,223 @@
+"""HTTP to a model server apart from the gateway, on asyncio and ``h11``.
+
+``h11`` is uvicorn's HTTP/1.1 parser, already a dependency, so talking to an
+OpenAI-compatible server needs no client library. One request is one
+connection (``Connection: close``): closing it is how a stream is stopped —
+the server sees its client go and cancels the generation (llama.cpp and vLLM
+both do), which is what a barge-in needs, at once, not at the next token.
+
+Every wait on the server is bounded by ``timeout_s``: connecting, the answer's
+head, and each read of its body (a stream's chunks may come slowly, but never
+further apart than that). Failures are split by cause (``ServerDown``,
+``ServerSilent``, ``ServerRefused``, ``ServerBroken``); the engine turns them
+into one clear line for the session.
+
+``ServerGate`` bounds the streams one process holds open on a server, with a
+bounded queue before it: past the queue a request fails at once
+(``ServerBusy``) instead of piling up on a server that is already behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import h11
+
+READ_BYTES = 65536
+MAX_ERROR_BYTES = 4096  # of an error answer's body, kept for its message
+
+
+class ModelServerError(Exception):
+    """A model server could not serve a request; the message says why, for people."""
+
+
+class ServerDown(ModelServerError):
+    """Nothing answered: connection refused, reset or unresolvable."""
+
+
+class ServerSilent(ModelServerError):
+    """The server said nothing for longer than the timeout."""
+
+
+class ServerRefused(ModelServerError):
+    """The server answered with an HTTP error (its message kept)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ServerBroken(ModelServerError):
+    """The server's answer was not HTTP or not the stream it should be."""
+
+
+class ServerBusy(ModelServerError):
+    """This process already waits on the server as much as it may."""
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """Where a server's API lives: ``http[s]://HOST[:PORT]/BASE``."""
+
+    host: str
+    port: int
+    tls: bool
+    base: str  # the path before each route, without its trailing slash
+
+    @classmethod
+    def parse(cls, url: str) -> Endpoint:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{url!r}: a model server's URL is http[s]://HOST[:PORT]/PATH")
+        tls = parts.scheme == "https"
+        return cls(parts.hostname, parts.port or (443 if tls else 80), tls,
+                   parts.path.rstrip("/"))
+
+    def __str__(self) -> str:
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}{self.base}"
+
+
+class Response:
+    """An answer's status and its body, read as it comes; ``close`` drops the
+    connection (mid-body: the server sees the disconnect)."""
+
+    def __init__(self, status: int, conn: h11.Connection, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter, timeout_s: float, where: str) -> None:
+        self.status = status
+        self._conn = conn
+        self._reader = reader
+        self._writer = writer
+        self._timeout_s = timeout_s
+        self._where = where
+
+    async def body(self) -> AsyncIterator[bytes]:
+        while True:
+            event = await _next_event(self._conn, self._reader, self._timeout_s, self._where)
+            if isinstance(event, h11.Data):
+                yield bytes(event.data)
+            elif isinstance(event, h11.EndOfMessage | h11.ConnectionClosed):
+                return
+
+    async def text(self, limit: int = MAX_ERROR_BYTES) -> str:
+        got = b""
+        async for data in self.body():
+            got += data
+            if len(got) >= limit:
+                break
+        return got[:limit].decode("utf-8", "replace")
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+@contextlib.asynccontextmanager
+async def request(endpoint: Endpoint, method: str, route: str, *, body: bytes = b"",
+                  headers: Mapping[str, str] | None = None,
+                  timeout_s: float) -> AsyncIterator[Response]:
+    """One HTTP request to ``endpoint``'s ``route``; the response's connection
+    is closed on leaving (at once, whatever is left unread)."""
+    where = f"{endpoint}{route}"
+    try:
+        async with asyncio.timeout(timeout_s):
+            reader, writer = await asyncio.open_connection(
+                endpoint.host, endpoint.port,
+                ssl=ssl.create_default_context() if endpoint.tls else None)
+    except TimeoutError:
+        raise ServerSilent(f"the model server at {where} did not accept a connection "
+                           f"within {timeout_s:g} s") from None
+    except OSError as exc:
+        raise ServerDown(f"the model server at {where} is unreachable: "
+                         f"{exc.strerror or exc}") from None
+    try:
+        conn = h11.Connection(h11.CLIENT)
+        head = [("Host", endpoint.host), ("Connection", "close"),
+                ("Content-Length", str(len(body))), *(headers or {}).items()]
+        writer.write(conn.send(h11.Request(method=method, target=endpoint.base + route,
+                                           headers=head)))
+        writer.write(conn.send(h11.Data(data=body)) or b"")
+        writer.write(conn.send(h11.EndOfMessage()) or b"")
+        event = await _next_event(conn, reader, timeout_s, where)
+        if not isinstance(event, h11.Response):
+            raise ServerBroken(f"the model server at {where} closed without answering")
+        yield Response(event.status_code, conn, reader, writer, timeout_s, where)
+    finally:
+        writer.close()
+
+
+async def _next_event(conn: h11.Connection, reader: asyncio.StreamReader, timeout_s: float,
+                      where: str) -> Any:
+    while True:
+        try:
+            event = conn.next_event()
+        except h11.RemoteProtocolError as exc:
+            raise ServerBroken(f"the model server at {where} broke HTTP: {exc}") from None
+        if event is not h11.NEED_DATA:
+            return event
+        try:
+            async with asyncio.timeout(timeout_s):
+                data = await reader.read(READ_BYTES)
+        except TimeoutError:
+            raise ServerSilent(f"the model server at {where} said nothing for "
+                               f"{timeout_s:g} s") from None
+        except OSError as exc:
+            raise ServerDown(f"the model server at {where} dropped the connection: "
+                             f"{exc.strerror or exc}") from None
+        conn.receive_data(data)
+
+
+def server_events(data: bytes, pending: bytearray) -> list[str]:
+    """Server-sent events: the ``data`` fields of the events ``data`` completes
+    (``pending`` keeps an unfinished line across calls)."""
+    pending += data
+    lines = pending.split(b"\n")
+    pending[:] = lines.pop()
+    out: list[str] = []
+    for raw in lines:
+        line = raw.rstrip(b"\r")
+        if line.startswith(b"data:"):
+            out.append(line[5:].strip().decode("utf-8", "replace"))
+    return out
+
+
+class ServerGate:
+    """At most ``max_streams`` streams open on one server, ``max_waiting`` more
+    queued for a slot (each for at most ``timeout_s``); past that, ``ServerBusy``.
+    ``open``/``waiting`` are read by the metrics."""
+
+    def __init__(self, where: str, max_streams: int, max_waiting: int,
+                 timeout_s: float) -> None:
+        self._where = where
+        self._slots = asyncio.Semaphore(max_streams)
+        self._max_streams = max_streams
+        self._max_waiting = max_waiting
+        self._timeout_s = timeout_s
+        self.open = 0
+        self.waiting = 0
+
+    @contextlib.asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        if self._slots.locked() and self.waiting >= self._max_waiting:
+            raise ServerBusy(f"the model server at {self._where} is busy: {self.open} "
+                             f"streams open and {self.waiting} waiting (--llm-max-streams "
+                             f"{self._max_streams}, --llm-max-waiting {self._max_waiting})")
+        self.waiting += 1
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                await self._slots.acquire()
+        except TimeoutError:
+            raise ServerBusy(f"no stream to the model server at {self._where} came free "
+                             f"within {self._timeout_s:g} s ({self.open} open)") from None
+        finally:
+            self.waiting -= 1
+        self.open += 1
+        try:
+            yield
+        finally:
+            self.open -= 1
+            self._slots.release()

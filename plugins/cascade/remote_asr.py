@@ -1,0 +1,134 @@
+"""The listener's speech recognition on a server apart from the gateway
+(``serve --asr-url``): OpenAI's ``POST /v1/audio/transcriptions``, a WAV
+file in a multipart form, the words back as JSON. vLLM serves Whisper this
+way, as do faster-whisper servers and OpenAI itself.
+
+``RemoteAsr`` stands where ``WhisperAsr`` does: ``transcribe`` is called on the
+listener's worker thread and blocks it, so the HTTP is the standard library's
+(``http.client``), one connection a turn, every wait bounded by
+``timeout_s``. A server that is down, silent or refusing raises ``AsrServerError``
+with a line that names it; the listener's request fails and the session
+hears an ``error``, and its next turn asks again.
+
+Variables (``gateway.model_flags`` sets them from ``--asr-*``):
+``DUPLEX_GATEWAY_ASR_URL``, ``DUPLEX_GATEWAY_ASR_API_KEY``,
+``DUPLEX_GATEWAY_ASR_MODEL`` (the server's model, default ``whisper-1``) and
+``DUPLEX_GATEWAY_LLM_TIMEOUT_S`` (one timeout for every model server).
+"""
+
+from __future__ import annotations
+
+import http.client
+import io
+import json
+import uuid
+import wave
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+import numpy.typing as npt
+
+from plugins.base import Progress
+
+URL_ENV = "DUPLEX_GATEWAY_ASR_URL"
+API_KEY_ENV = "DUPLEX_GATEWAY_ASR_API_KEY"
+MODEL_ENV = "DUPLEX_GATEWAY_ASR_MODEL"
+TIMEOUT_ENV = "DUPLEX_GATEWAY_LLM_TIMEOUT_S"
+DEFAULT_MODEL = "whisper-1"
+RATE = 16000
+
+
+class AsrServerError(RuntimeError):
+    """The speech server could not transcribe a turn; says why, for people."""
+
+
+class RemoteAsr:
+    """Speech to text on an OpenAI-compatible server (the module docstring)."""
+
+    def __init__(self, url: str, *, api_key: str | None = None, model: str = DEFAULT_MODEL,
+                 timeout_s: float = 10.0) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{URL_ENV}={url!r}: a speech server's API base is "
+                             "http[s]://HOST[:PORT]/PATH")
+        self.url = url.rstrip("/")
+        self._tls = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port or (443 if self._tls else 80)
+        self._path = parts.path.rstrip("/") + "/audio/transcriptions"
+        self._api_key = api_key
+        self._model = model
+        self._timeout_s = timeout_s
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> RemoteAsr | None:
+        url = env.get(URL_ENV)
+        if not url:
+            return None
+        timeout = float(env.get(TIMEOUT_ENV) or 10.0)
+        return cls(url, api_key=env.get(API_KEY_ENV) or None,
+                   model=env.get(MODEL_ENV) or DEFAULT_MODEL, timeout_s=timeout)
+
+    @property
+    def title(self) -> str:
+        return f"{self._model} at {self.url}"
+
+    def load(self, progress: Progress | None = None) -> None:
+        """Nothing to load: the server holds the model."""
+
+    def transcribe(self, pcm16k: npt.NDArray[Any]) -> str:
+        """The words in ``pcm16k`` (mono, 16 kHz, int16 or float in [-1, 1])."""
+        body, boundary = _form(self._model, _wav(pcm16k))
+        headers = {"Content-Type": f"multipart/form-data; boundary={boundary}",
+                   "Content-Length": str(len(body))}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        where = f"{self.url}/audio/transcriptions"
+        kind = http.client.HTTPSConnection if self._tls else http.client.HTTPConnection
+        conn = kind(self._host, self._port, timeout=self._timeout_s)
+        try:
+            conn.request("POST", self._path, body, headers)
+            answer = conn.getresponse()
+            text = answer.read().decode("utf-8", "replace")
+        except TimeoutError:
+            raise AsrServerError(f"the speech server at {where} said nothing for "
+                                 f"{self._timeout_s:g} s") from None
+        except OSError as exc:
+            raise AsrServerError(f"the speech server at {where} is unreachable: "
+                                 f"{exc.strerror or exc}") from None
+        finally:
+            conn.close()
+        if answer.status != 200:
+            raise AsrServerError(f"the speech server at {where} refused the turn "
+                                 f"(HTTP {answer.status}): {text[:300]}")
+        try:
+            return str(json.loads(text)["text"]).strip()
+        except (ValueError, LookupError, TypeError):
+            raise AsrServerError(f"the speech server at {where} answered {text[:120]!r}, "
+                                 "not a transcription") from None
+
+
+def _wav(pcm16k: npt.NDArray[Any]) -> bytes:
+    pcm = np.asarray(pcm16k)
+    if pcm.dtype != np.int16:
+        pcm = (np.clip(pcm, -1.0, 1.0) * 32767).astype(np.int16)
+    out = io.BytesIO()
+    with wave.open(out, "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(RATE)
+        wav.writeframes(pcm.astype("<i2").tobytes())
+    return out.getvalue()
+
+
+def _form(model: str, wav: bytes) -> tuple[bytes, str]:
+    """A multipart form: the model, a JSON answer, and the audio as a WAV file."""
+    boundary = uuid.uuid4().hex
+    head = "".join(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n'
+                   f"{value}\r\n" for name, value in (("model", model),
+                                                      ("response_format", "json")))
+    file = (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
+            f'filename="turn.wav"\r\nContent-Type: audio/wav\r\n\r\n')
+    return head.encode() + file.encode() + wav + f"\r\n--{boundary}--\r\n".encode(), boundary

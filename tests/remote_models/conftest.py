@@ -1,0 +1,94 @@
+"""Models on their own servers: the gateway's thinker on an OpenAI-compatible
+server it reaches over HTTP (``--llm-url``), against real server processes
+started here — ``fake_llm_server.py`` (deterministic, and slow, silent,
+refusing or down on command) and llama.cpp's own HTTP server on CPU
+(``llamacpp_server.py``, skipped without xllamacpp).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+HERE = Path(__file__).resolve().parent
+# the end-to-end tests reuse the realtime client of tests/e2e
+_E2E = str(HERE.parent / "e2e")
+if _E2E not in sys.path:
+    sys.path.insert(0, _E2E)
+
+
+class FakeServer:
+    """``fake_llm_server.py`` as a process; ``stop`` and ``start`` again keep its port."""
+
+    script = "fake_llm_server.py"
+
+    def __init__(self, *args: str) -> None:
+        self.args = args
+        self.port = 0
+        self.proc: subprocess.Popen[str] | None = None
+
+    def start(self) -> FakeServer:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HERE / self.script), *self.args, "--port", str(self.port)],
+            stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        assert line.startswith("listening on "), line
+        self.port = int(line.split()[-1])
+        return self
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def control(self, **settings: Any) -> None:
+        httpx.post(f"http://127.0.0.1:{self.port}/control", json=settings).raise_for_status()
+
+    def release(self) -> None:
+        httpx.post(f"http://127.0.0.1:{self.port}/release").raise_for_status()
+
+    def log(self) -> dict[str, Any]:
+        answer = httpx.get(f"http://127.0.0.1:{self.port}/log")
+        answer.raise_for_status()
+        result: dict[str, Any] = answer.json()
+        return result
+
+
+class LlamaCppServer(FakeServer):
+    """``llamacpp_server.py``: llama.cpp's HTTP server on ``model`` (a GGUF path)."""
+
+    script = "llamacpp_server.py"
+
+
+def shipped_model(name: str) -> str:
+    """The path of a GGUF the gateway ships (``smollm2-135m-instruct``, or a
+    bundled one: ``plugins.cascade.bundled``); skipped when it is not installed."""
+    pytest.importorskip("xllamacpp", reason="the [cpu] extra (xllamacpp) is not installed")
+    from plugins.cascade.llm import LlmChoice
+    from plugins.cascade.model_cache import ModelCacheError
+
+    try:
+        return LlmChoice("llamacpp", name).prepare(print)
+    except ModelCacheError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture
+def fake_server() -> Iterator[FakeServer]:
+    server = FakeServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
