@@ -6,7 +6,8 @@ every ``import`` in the shipped packages, at any depth, and finds the
 distribution that provides it in this environment; that distribution must be
 in ``[project].dependencies``. The optional code (the cascade plugin and the
 vLLM and llama.cpp engines, whose packages are the ``[cpu]``/``[gpu]``/``[tts]`` extras,
-and ``gateway/tracing_otlp.py``, the ``[otel]`` extra's) is
+``gateway/tracing_otlp.py``, the ``[otel]`` extra's, and ``gateway/transports/peer.py``
+and ``gateway/webrtc_call.py``, the ``[webrtc]`` extra's) is
 left out; the install tier imports it too, proving those imports are lazy.
 """
 
@@ -22,7 +23,8 @@ from gateway_process import REPO
 
 PACKAGES = ("duplex", "engines", "orchestrator", "plugins", "gateway", "web_demo")
 OPTIONAL = (REPO / "plugins" / "cascade", REPO / "engines" / "vllm.py",
-            REPO / "engines" / "llamacpp_server.py", REPO / "gateway" / "tracing_otlp.py")
+            REPO / "engines" / "llamacpp_server.py", REPO / "gateway" / "tracing_otlp.py",
+            REPO / "gateway" / "transports" / "peer.py", REPO / "gateway" / "webrtc_call.py")
 # modules the code needs without an import statement of its own
 BY_NAME = {
     "python_multipart": "starlette's request.form(), in the Twilio voice webhook",
