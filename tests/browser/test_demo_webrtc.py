@@ -23,8 +23,9 @@ def test_a_turn_over_webrtc_shows_transcripts_and_latency(open_demo, tone_gatewa
     demo = open_demo(tone_gateway, write_wav(tmp_path / "mic.wav", ONE_BURST),
                      query="&transport=webrtc")
     demo.talk()
-    demo.wait("__duplexDemo.stats.events['response.done'] >= 1", 30)
-    demo.wait("__duplexDemo.stats.latenciesMs.length >= 1", 10)
+    # bounds for a failing run only: a busy box sets up the peer connection slowly
+    demo.wait("__duplexDemo.stats.events['response.done'] >= 1", 120)
+    demo.wait("__duplexDemo.stats.latenciesMs.length >= 1", 60)
     h = demo.hook()
     assert demo.page.evaluate("__duplexDemo.transport") == "webrtc"
     assert h["state"] == "connected"
@@ -46,9 +47,9 @@ def test_a_barge_in_over_webrtc_is_cut_by_the_gateway(open_demo, tone_gateway,
     demo.page.fill("#instructions", "words=40")
     demo.page.fill("#silence", "400")
     demo.talk()
-    demo.wait("__duplexDemo.stats.truncates.length >= 1", 30)
-    demo.wait("__duplexDemo.transcriptText('user').includes('tone turn 2')", 20)
+    demo.wait("__duplexDemo.stats.truncates.length >= 1", 120)
+    demo.wait("__duplexDemo.transcriptText('user').includes('tone turn 2')", 60)
     cut = demo.hook()["stats"]["truncates"][0]
     assert 200 < cut["audio_end_ms"] < 6000, cut  # played of the 8.8 s reply when cut
     demo.page.click("#hangup")
-    demo.wait("__duplexDemo.state === 'closed'", 10)
+    demo.wait("__duplexDemo.state === 'closed'", 60)
