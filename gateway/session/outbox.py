@@ -207,32 +207,48 @@ class Outbox:
     # -- the end -------------------------------------------------------------------------
 
     async def say_terminal(self, terminal: ServerEvent, reason: str,
-                           max_session_s: float | None) -> None:
+                           max_session_s: float | None) -> EndState | None:
         """Exactly one terminal event (I5), journaled, then the slot freed, then the
         terminal sent: a client that reopens the moment it hears the terminal finds
-        the slot free (R9)."""
+        the slot free (R9). Returns the end the store did not take (it was away),
+        for the gateway to retry; None once it has."""
         final = event(terminal, reason=reason[:MAX_REASON_CHARS])
         expired = terminal is ServerEvent.SESSION_EXPIRED
         state: EndState = "expired" if expired else "closed"
         # a connected client hears it as OpenAI's error too (a detached one is gone)
         told = expired and self._attachment is not None
         ending = [at.expired_error(reason, max_session_s), final] if told else [final]
+        saved = False
+
+        async def close() -> None:
+            nonlocal saved
+            saved = await self._closed(state)
+
         try:  # a journaled terminal frees the slot before it is sent
-            journaled = await self.publish(ending, before_send=lambda: self._closed(state))
+            journaled = await self.publish(ending, before_send=close)
         except DuplexError as exc:  # e.g. another process claimed it meanwhile
             log.warning("session %s: terminal not journaled: %s", self._sid, exc)
             journaled = False
         if not journaled:
-            await self._closed(state)
+            await close()
             for ended in ending:
                 await self.send(outbound(ended))
+        return None if saved else state
 
-    async def _closed(self, state: EndState) -> None:
+    async def _closed(self, state: EndState) -> bool:
+        """End the session in the store; False when the store was away (the end is
+        then still to be saved). Any answer counts as saved: an end already there,
+        or a lease another process holds now (its owner ends the session)."""
         o = self.journal.ownership
         try:
             await self._store.close_session(o.session_id, o.owner, o.incarnation, state=state)
+        except StoreUnavailable as exc:
+            log.warning("session %s: close not persisted: %s; retrying until the store "
+                        "answers", self._sid, exc)
+            return False
         except DuplexError as exc:
             log.warning("session %s: close not persisted: %s", self._sid, exc)
+        return True
 
     async def refuse_late(self, items: Sequence[object]) -> None:
         """Whatever the client sent after the end gets a clear refusal, with its id
