@@ -95,6 +95,11 @@ class SessionHandle:
         """``attachment`` is the session's socket (not replaced, ended or detached)."""
         return self.outbox.attachment is attachment
 
+    def dropped(self, attachment: Attachment) -> bool:
+        """``attachment`` stopped serving the session without another socket taking
+        its place (a send to it failed, this process let it go)."""
+        return self.outbox.dropped(attachment)
+
     def let_go(self) -> Attachment | None:
         """This process stops: the socket is no longer the session's (it is returned,
         for its endpoint to close), while the session stays resumable."""

@@ -48,6 +48,7 @@ class Outbox:
         self._renew_every_s = renew_every_s
         self._history = HistoryWrites(journal.store, journal.ownership)
         self._attachment: Attachment | None = None
+        self._latest: Attachment | None = None  # the last socket attached, gone or not
         self._recovery: at.Recovery | None = None  # said in the next session.resumed
 
     @property
@@ -145,15 +146,15 @@ class Outbox:
             match step:
                 case at.SendOld():
                     await self.send(outbound(step.event))
-                case at.EndOld():
-                    self._attachment = None
+                case at.EndOld():  # replaced: its peer's close no longer counts
+                    self._attachment = self._latest = None
                     assert old is not None
                     await old.end(step.code, step.reason)
                 case at.Publish():
-                    self._attachment = new
+                    self._attachment = self._latest = new
                     await self.publish([step.event])
                 case at.SendNew():
-                    self._attachment = new
+                    self._attachment = self._latest = new
                     await self.send(outbound(step.event))
                 case at.Replay():
                     self._recovery = None  # said once
@@ -176,6 +177,11 @@ class Outbox:
             await self._store.detach(self._sid, attachment.generation, self._clock.wall())
         except StoreUnavailable as exc:  # the lease then ends by idle expiry instead
             log.warning("session %s: detach not persisted: %s", self._sid, exc)
+
+    def dropped(self, attachment: Attachment) -> bool:
+        """``attachment`` was the session's socket until it went (a failed send, a
+        detach, ``let_go``) and none has attached since."""
+        return self._attachment is None and self._latest is attachment
 
     def let_go(self) -> Attachment | None:
         """The socket is no longer the session's (this process stops); returned for

@@ -107,3 +107,29 @@ async def test_a_resume_queued_ahead_of_the_clients_1000_is_refused(
     await refused(b)
     await asyncio.wait_for(runner.closed.wait(), 10)
     await ended_in_store(gateway, created["session"]["id"])
+
+
+async def test_a_1000_read_after_a_failed_send_detached_the_session_ends_it(
+        app: tuple[Starlette, Gateway]) -> None:
+    """The client hangs up mid-reply: the gateway's next send fails (the peer is
+    closing) and detaches the session before the socket's reader has seen the
+    close frame. The 1000 still ends the session (the soak's stale resume without
+    any store stall)."""
+    application, gateway = app
+    s = await connect(application)
+    created = await s.until("session.created")
+    runner = gateway.runners[created["session"]["id"]]
+    s.send({"type": "session.update", "session": {"instructions": "words=60"}})
+    s.send({"type": "response.create"})
+    await s.until("response.output_audio.delta")
+    s.broken = True  # the next send fails
+    for _ in range(1000):  # the failed send has no event of its own: a bounded poll
+        if runner.outbox.attachment is None:
+            break
+        await asyncio.sleep(0.01)
+    assert runner.outbox.attachment is None
+    s.drop(1000)  # the close frame that made the send fail, read after it
+    await asyncio.wait_for(s.task, 10)
+    b = await resume(application, created)
+    await refused(b)
+    await ended_in_store(gateway, created["session"]["id"])
