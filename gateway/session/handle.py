@@ -97,7 +97,7 @@ class SessionHandle:
 
     def dropped(self, attachment: Attachment) -> bool:
         """``attachment`` stopped serving the session without another socket taking
-        its place (a send to it failed, this process let it go)."""
+        its place (a send to it failed): how its peer closes it still counts."""
         return self.outbox.dropped(attachment)
 
     def let_go(self) -> Attachment | None:

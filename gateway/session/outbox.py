@@ -180,13 +180,14 @@ class Outbox:
 
     def dropped(self, attachment: Attachment) -> bool:
         """``attachment`` was the session's socket until it went (a failed send, a
-        detach, ``let_go``) and none has attached since."""
+        detach) and none has attached since."""
         return self._attachment is None and self._latest is attachment
 
     def let_go(self) -> Attachment | None:
         """The socket is no longer the session's (this process stops); returned for
-        its endpoint to close. The session stays resumable."""
-        attachment, self._attachment = self._attachment, None
+        its endpoint to close. The session stays resumable; how the peer then
+        closes the socket no longer counts."""
+        attachment, self._attachment, self._latest = self._attachment, None, None
         return attachment
 
     # -- the store ---------------------------------------------------------------------

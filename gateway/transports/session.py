@@ -58,7 +58,7 @@ class Session(Protocol):
 
     def dropped(self, attachment: Attachment) -> bool:
         """``attachment`` stopped serving the session without another socket taking
-        its place (a send to it failed, this process let it go)."""
+        its place (a send to it failed): how its peer closes it still counts."""
         ...
 
     def let_go(self) -> Attachment | None:
