@@ -32,10 +32,11 @@ At the end: memory at warm-up (``--warmup`` of the run, default the first 20 %)
 and at the end, with the least-squares slope per minute after warm-up, Valkey's
 keys by pattern at both points, and the figures of each kind of client.
 
-Figures, not a verdict, except for three counts that must be 0: events lost and
-events duplicated in the normal sessions, and crashes (the gateway exiting, a
+Figures, not a verdict, except for four counts that must be 0: events lost and
+events duplicated in the normal sessions, crashes (the gateway exiting, a
 socket closed with 1011, or one dropped without a close frame that we did not
-drop ourselves). The exit status is 1 when any of them is not.
+drop ourselves), and ended sessions resumed (a careless client got back a
+session it had closed: issue 27). The exit status is 1 when any of them is not.
 
 The gateway runs with ``--ended-session-retention-s`` = ``--retention-s`` (60 s;
 the product's default is 300 s): ended sessions' keys are bounded by time, and
@@ -176,6 +177,9 @@ class Figures:
     refused: Counter[str] = field(default_factory=Counter)  # "kind: code"
     closes: Counter[str] = field(default_factory=Counter)  # "kind code"
     crashes: list[str] = field(default_factory=list)
+    # careless clients' resumes of a session they had ended (1000 or session.close)
+    # that the gateway let through: must be 0 (issue 27)
+    resumed_ended: int = 0
 
     def closed(self, kind: str, code: int, *, ours: bool = False) -> None:
         """A socket of ``kind`` ended with ``code``; ``ours`` when we dropped it."""
@@ -536,8 +540,12 @@ class Careless:
         sid, token = self.rng.choice(self.closed_sessions)
         c = await resume(self.url, sid, token, 0)
         event = await next_event(c)
+        if event["type"] == "session.resumed":
+            self.figures.resumed_ended += 1
+            self.figures.closed("careless", await hang_up(c))
+            return
         if event["type"] != "error":
-            raise SoakFailure(f"a closed session resumed: {event['type']}")
+            raise SoakFailure(f"a closed session answered a resume with {event['type']}")
         self.figures.careless_errors[event["error"]["code"]] += 1
         try:
             await next_event(c)
@@ -788,7 +796,8 @@ async def soak(gw: GatewayProcess, data_dir: Path, args: argparse.Namespace,
     if gw.proc.poll() is not None:
         figures.crashes.append(f"the gateway exited with {gw.proc.returncode}")
     report(figures, watched, warmup_s, gw.output)
-    return 1 if figures.lost or figures.duplicated or figures.crashes else 0
+    return 1 if (figures.lost or figures.duplicated or figures.crashes
+                 or figures.resumed_ended) else 0
 
 
 def clients(url: str, args: argparse.Namespace, figures: Figures,
@@ -847,6 +856,8 @@ def report(figures: Figures, watched: Watched, warmup_s: float, log: list[str]) 
     print(f"\n{figures.lost} lost, {figures.duplicated} duplicated "
           f"(normal sessions: {figures.calls} calls, {figures.events:,} events)")
     print(f"{len(figures.crashes)} crashes" + "".join(f"\n  {c}" for c in figures.crashes))
+    print(f"{figures.resumed_ended} resumed a session its client had ended "
+          "(careless stale resumes let through)")
     print(f"gateway log: {len(log)} lines, {sum('WARNING' in x for x in log)} warnings, "
           f"{sum('Traceback' in x for x in log)} tracebacks")
     for line in [x for x in log if "WARNING" in x or "ERROR" in x][:10]:

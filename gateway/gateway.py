@@ -39,6 +39,7 @@ from engines.chat_server import ChatServerEngine
 from gateway.config import GatewayConfig
 from gateway.heap import PauseTimer
 from gateway.metrics import Metrics
+from gateway.pending_ends import PendingEnds
 from gateway.session.attachment import dumps
 from gateway.session.clock import Clock, LoopClock
 from gateway.session.items import SessionLimits
@@ -104,6 +105,7 @@ class Gateway:
         self.orchestrator: DuplexOrchestrator | None = None
         self.engines: list[StageEngine] = []
         self.runners: dict[str, SessionRunner] = {}
+        self.pending_ends = PendingEnds(self.store)  # ended here, not yet in the store
         self.not_ready = "starting"
         self._tg: asyncio.TaskGroup | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -182,6 +184,7 @@ class Gateway:
                     log.warning("session %s: detach at shutdown failed: %s",
                                 runner.session_id, exc)
             await runner.abandon()
+        await self.pending_ends.stop()
         try:
             await self.store.retire_owner(self.owner)
         except DuplexError as exc:
@@ -258,6 +261,8 @@ class Gateway:
             if runner is not None and owner == self.owner:
                 runner.request_expire(reason)  # aborts its stages, then session.expired
                 continue
+            if sid in self.pending_ends:
+                continue  # ended here already: its retried close ends our claim too
             terminal = dumps(reaped_terminal(sid, reason))
             assert SEQ_PLACEHOLDER in terminal
             await self.store.finish_expiry(sid, self.owner, terminal)
@@ -300,6 +305,8 @@ class Gateway:
             await runner.abandon(failed=True)
 
     def _forget(self, runner: SessionRunner) -> None:
+        if runner.unsaved_end is not None:  # kept before it leaves runners: no gap
+            self.pending_ends.keep(runner.outbox.journal.ownership, runner.unsaved_end)
         if self.runners.pop(runner.session_id, None) is not None:
             self.metrics.sessions.dec()
 
@@ -372,6 +379,10 @@ class Gateway:
         if check_cursor(cursor, oldest, last).verdict is ReplayVerdict.JOURNAL_GAP:
             raise ResyncRequired(oldest, last)
         runner = self.runners.get(sid)
+        if sid in self.pending_ends or (runner is not None and runner.ending):
+            # Ended here, and the store may not know yet (issue 27). A runner whose
+            # client hangs up after this is refused by its worker instead.
+            raise _ended(sid)
         if runner is None or runner.closed.is_set():
             runner = await self._restore(sid, beta=beta)
             record = runner.record or record

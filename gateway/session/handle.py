@@ -35,6 +35,9 @@ class SessionHandle:
         self.outbox = outbox
         self.machine = machine
         self.plugin = plugin
+        # the session's end is under way (its client ended it, or it is shutting
+        # down): from here no socket attaches, not even one queued before
+        self.ending = False
 
     @property
     def core(self) -> SessionCore:
@@ -57,7 +60,11 @@ class SessionHandle:
 
     def client_closed(self, reason: str) -> None:
         """The client ended the session (a 1000 close, Twilio's ``stop``): handled
-        after everything it sent before, except its queued audio (I7)."""
+        after everything it sent before, except its queued audio (I7). No resume
+        gets the session back from now on, even one that reaches the worker
+        before the close does (an attach is urgent; a worker waiting on a
+        stalled store takes it first)."""
+        self.ending = True
         self.inbox.client_closed(reason)
 
     def request_expire(self, reason: str) -> None:
@@ -87,6 +94,11 @@ class SessionHandle:
     def serves(self, attachment: Attachment) -> bool:
         """``attachment`` is the session's socket (not replaced, ended or detached)."""
         return self.outbox.attachment is attachment
+
+    def dropped(self, attachment: Attachment) -> bool:
+        """``attachment`` stopped serving the session without another socket taking
+        its place (a send to it failed): how its peer closes it still counts."""
+        return self.outbox.dropped(attachment)
 
     def let_go(self) -> Attachment | None:
         """This process stops: the socket is no longer the session's (it is returned,

@@ -48,6 +48,7 @@ class Outbox:
         self._renew_every_s = renew_every_s
         self._history = HistoryWrites(journal.store, journal.ownership)
         self._attachment: Attachment | None = None
+        self._latest: Attachment | None = None  # the last socket attached, gone or not
         self._recovery: at.Recovery | None = None  # said in the next session.resumed
 
     @property
@@ -145,15 +146,15 @@ class Outbox:
             match step:
                 case at.SendOld():
                     await self.send(outbound(step.event))
-                case at.EndOld():
-                    self._attachment = None
+                case at.EndOld():  # replaced: its peer's close no longer counts
+                    self._attachment = self._latest = None
                     assert old is not None
                     await old.end(step.code, step.reason)
                 case at.Publish():
-                    self._attachment = new
+                    self._attachment = self._latest = new
                     await self.publish([step.event])
                 case at.SendNew():
-                    self._attachment = new
+                    self._attachment = self._latest = new
                     await self.send(outbound(step.event))
                 case at.Replay():
                     self._recovery = None  # said once
@@ -177,10 +178,16 @@ class Outbox:
         except StoreUnavailable as exc:  # the lease then ends by idle expiry instead
             log.warning("session %s: detach not persisted: %s", self._sid, exc)
 
+    def dropped(self, attachment: Attachment) -> bool:
+        """``attachment`` was the session's socket until it went (a failed send, a
+        detach) and none has attached since."""
+        return self._attachment is None and self._latest is attachment
+
     def let_go(self) -> Attachment | None:
         """The socket is no longer the session's (this process stops); returned for
-        its endpoint to close. The session stays resumable."""
-        attachment, self._attachment = self._attachment, None
+        its endpoint to close. The session stays resumable; how the peer then
+        closes the socket no longer counts."""
+        attachment, self._attachment, self._latest = self._attachment, None, None
         return attachment
 
     # -- the store ---------------------------------------------------------------------
@@ -207,32 +214,48 @@ class Outbox:
     # -- the end -------------------------------------------------------------------------
 
     async def say_terminal(self, terminal: ServerEvent, reason: str,
-                           max_session_s: float | None) -> None:
+                           max_session_s: float | None) -> EndState | None:
         """Exactly one terminal event (I5), journaled, then the slot freed, then the
         terminal sent: a client that reopens the moment it hears the terminal finds
-        the slot free (R9)."""
+        the slot free (R9). Returns the end the store did not take (it was away),
+        for the gateway to retry; None once it has."""
         final = event(terminal, reason=reason[:MAX_REASON_CHARS])
         expired = terminal is ServerEvent.SESSION_EXPIRED
         state: EndState = "expired" if expired else "closed"
         # a connected client hears it as OpenAI's error too (a detached one is gone)
         told = expired and self._attachment is not None
         ending = [at.expired_error(reason, max_session_s), final] if told else [final]
+        saved = False
+
+        async def close() -> None:
+            nonlocal saved
+            saved = await self._closed(state)
+
         try:  # a journaled terminal frees the slot before it is sent
-            journaled = await self.publish(ending, before_send=lambda: self._closed(state))
+            journaled = await self.publish(ending, before_send=close)
         except DuplexError as exc:  # e.g. another process claimed it meanwhile
             log.warning("session %s: terminal not journaled: %s", self._sid, exc)
             journaled = False
         if not journaled:
-            await self._closed(state)
+            await close()
             for ended in ending:
                 await self.send(outbound(ended))
+        return None if saved else state
 
-    async def _closed(self, state: EndState) -> None:
+    async def _closed(self, state: EndState) -> bool:
+        """End the session in the store; False when the store was away (the end is
+        then still to be saved). Any answer counts as saved: an end already there,
+        or a lease another process holds now (its owner ends the session)."""
         o = self.journal.ownership
         try:
             await self._store.close_session(o.session_id, o.owner, o.incarnation, state=state)
+        except StoreUnavailable as exc:
+            log.warning("session %s: close not persisted: %s; retrying until the store "
+                        "answers", self._sid, exc)
+            return False
         except DuplexError as exc:
             log.warning("session %s: close not persisted: %s", self._sid, exc)
+        return True
 
     async def refuse_late(self, items: Sequence[object]) -> None:
         """Whatever the client sent after the end gets a clear refusal, with its id

@@ -27,7 +27,7 @@ from duplex.close_codes import CloseCode
 from duplex.errors import DuplexError, LeaseLost
 from duplex.events import ServerEvent, event
 from duplex.session import SessionCore
-from duplex.store.base import SessionRecord
+from duplex.store.base import EndState, SessionRecord
 from gateway.log_limits import LogLimiter
 from gateway.metrics import Metrics
 from gateway.session import actions as a
@@ -68,6 +68,8 @@ class SessionRunner(SessionHandle):
         self.task: asyncio.Task[None] | None = None
         self.closed = asyncio.Event()
         self.on_closed: list[Callable[[SessionRunner], None]] = []
+        # the end the store did not take (it was away): the gateway retries it
+        self.unsaved_end: EndState | None = None
         self._warn = LogLimiter(log)  # what a client can trigger at will: one line a while
 
     # -- the loop -----------------------------------------------------------------------
@@ -129,6 +131,8 @@ class SessionRunner(SessionHandle):
                 return self.outbox.keep_epoch(action.epoch)
             case a.Trim():
                 return self.outbox.trim(action.acked)
+            case a.AttachSocket() if self.ending:  # the client ended it: never back
+                return self.outbox.refuse_late([action.item])
             case a.AttachSocket():
                 return self.outbox.attach(action.item, action.session)
             case si.Detach():
@@ -179,12 +183,14 @@ class SessionRunner(SessionHandle):
         late commands."""
         if self.closed.is_set():
             return
+        self.ending = True
         for action in self.machine.close(reason):
             pending = self._carry_out(action)
             if pending is not None:
                 await pending
         await self.orch.detach(self.machine.fence)
-        await self.outbox.say_terminal(terminal, reason, self.limits.max_session_s)
+        self.unsaved_end = await self.outbox.say_terminal(terminal, reason,
+                                                          self.limits.max_session_s)
         self.closed.set()
         await self.outbox.refuse_late(
             [*self.inbox.drain(Lane.URGENT), *self.inbox.drain(Lane.CONTROL)])

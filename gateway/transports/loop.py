@@ -32,6 +32,7 @@ from gateway.transports.codec import Control, Frame, Hangup, Ignore, Keypress, R
 log = logging.getLogger(__name__)
 
 OnHangup = Callable[[], Awaitable[None]]
+DROPPED_READ_S = 2.0  # a socket whose send failed: at most this for its close code
 
 
 async def serve(attachment: SocketAttachment, *, on_hangup: OnHangup | None = None) -> None:
@@ -44,6 +45,10 @@ async def serve(attachment: SocketAttachment, *, on_hangup: OnHangup | None = No
             await asyncio.wait([reader], timeout=attachment.linger_s)
             reader.cancel()
             await attachment.close()
+        elif attachment.session.dropped(attachment):
+            # a send failed: the peer is closing or gone, and how it closed (read
+            # next, at once) says whether the session ends (issue 27)
+            await asyncio.wait([reader], timeout=DROPPED_READ_S)
         reader.cancel()
 
 
@@ -61,6 +66,11 @@ async def read(attachment: SocketAttachment, on_hangup: OnHangup | None = None,
             log.debug("%s: %d messages went straight from the socket to the session",
                       attachment.name, frames.delivered)
     if reader.let_go or attachment.ended.is_set():
+        # A send that failed because the peer was closing let the socket go first;
+        # its close still says whether the session ends (a 1000 must: issue 27),
+        # unless another socket has attached since.
+        if session.dropped(attachment):
+            await _peer_closed(attachment, on_hangup, detach=False)
         return
     if reader.hangup is not None:
         session.client_closed(reader.hangup.reason)
@@ -69,12 +79,21 @@ async def read(attachment: SocketAttachment, on_hangup: OnHangup | None = None,
             await asyncio.shield(on_hangup())
         return
     attachment.ended.set()
-    reason = attachment.codec.ends_session(frames.close_code)
+    await _peer_closed(attachment, on_hangup, detach=True)
+
+
+async def _peer_closed(attachment: SocketAttachment, on_hangup: OnHangup | None, *,
+                       detach: bool) -> None:
+    """The peer closed the socket: the codec says whether that ends the session (a
+    Realtime 1000; Vonage's hang-up, when ``on_hangup`` runs too) or, ``detach``,
+    detaches it."""
+    session = attachment.session
+    reason = attachment.codec.ends_session(attachment.frames.close_code)
     if reason is not None:
         session.client_closed(reason)
         if on_hangup is not None:  # a carrier that hangs up by closing (Vonage)
             await asyncio.shield(on_hangup())
-    else:
+    elif detach:
         session.request_detach(attachment)
 
 
@@ -102,6 +121,8 @@ class _Reader:
         """A frame ``take`` declined; False: stop reading."""
         session = self.session
         if not session.serves(self.attachment):
+            if session.dropped(self.attachment):
+                return True  # a send failed: read on (ignoring input) to the close
             self.let_go = True  # replaced or ended: this socket's input no longer counts
             return False
         if session.closed.is_set():

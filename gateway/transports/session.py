@@ -56,6 +56,11 @@ class Session(Protocol):
         """``attachment`` is the session's socket (not replaced, ended or detached)."""
         ...
 
+    def dropped(self, attachment: Attachment) -> bool:
+        """``attachment`` stopped serving the session without another socket taking
+        its place (a send to it failed): how its peer closes it still counts."""
+        ...
+
     def let_go(self) -> Attachment | None:
         """Stop serving the socket (this process stops); the session stays resumable."""
         ...

@@ -18,3 +18,4 @@ def test_soak_quick() -> None:
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
     assert "\n0 lost, 0 duplicated (normal sessions: 4 calls," in run.stdout, run.stdout[-4000:]
     assert "\n0 crashes\n" in run.stdout, run.stdout[-4000:]
+    assert "\n0 resumed a session its client had ended" in run.stdout, run.stdout[-4000:]

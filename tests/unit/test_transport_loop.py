@@ -70,6 +70,7 @@ class Recorder:
     submitted: list[c.Command] = field(default_factory=list)
     calls: list[tuple[str, Any]] = field(default_factory=list)
     attachment: Attachment | None = None
+    gone: Attachment | None = None  # let go for a failed send, none attached since
     full: bool = False
 
     def submit(self, cmd: c.Command) -> None:
@@ -99,6 +100,9 @@ class Recorder:
 
     def serves(self, attachment: Attachment) -> bool:
         return self.attachment is attachment
+
+    def dropped(self, attachment: Attachment) -> bool:
+        return self.gone is attachment
 
     def let_go(self) -> Attachment | None:
         attachment, self.attachment = self.attachment, None
@@ -142,6 +146,21 @@ async def test_the_peers_close_ends_or_detaches_as_the_codec_says(
                                             code=code)
     await read(attachment)
     assert session.calls == [told]
+
+
+@pytest.mark.parametrize(("code", "told"), [
+    (CloseCode.NORMAL, [("client_closed", "client_close")]),
+    (CloseCode.ABNORMAL, []),  # detached already: nothing more to tell
+])
+async def test_a_socket_let_go_for_a_failed_send_still_ends_the_session_on_1000(
+        code: int, told: list[tuple[str, Any]]) -> None:
+    """The send failed because the peer was closing, and the session let the socket
+    go before the reader saw the close: the 1000 still ends it (issue 27)."""
+    attachment, _, session = await attached(RealtimeCodec(LIMIT), [], code=code)
+    session.gone = session.let_go()
+    await attachment.end(CloseCode.GOING_AWAY, "detached")  # the outbox's detach
+    await read(attachment)
+    assert session.calls == told
 
 
 async def test_a_resumed_socket_confirms_its_token_by_speaking() -> None:
