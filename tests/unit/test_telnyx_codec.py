@@ -28,7 +28,9 @@ from gateway.transports.codec import (
     Hangup,
     Hello,
     Ignore,
+    Inbound,
     Keypress,
+    Played,
     Refuse,
     Report,
     StreamStart,
@@ -175,10 +177,10 @@ def _delta(rid: str, nbytes: int) -> Outbound:
                      .decode()})
 
 
-def _echo(codec: TelnyxCodec, mark: str) -> None:
+def _echo(codec: TelnyxCodec, mark: str) -> Inbound:
     name = json.loads(mark)["mark"]["name"]
     echo = {"event": "mark", "stream_id": SID, "mark": {"name": name}}
-    assert codec.parse(json.dumps(echo)) == QUIET
+    return codec.parse(json.dumps(echo))
 
 
 speech_started = outbound({"type": "input_audio_buffer.speech_started"})
@@ -190,15 +192,16 @@ def test_a_barge_in_truncates_at_the_last_mark_echoed_before_the_clear(
     codec = started()
     marks = [codec.render(_delta("resp_a", n)).frames[1] for n in chunks]
     heard = data.draw(st.integers(0, len(chunks)))
-    for mark in marks[:heard]:
-        _echo(codec, mark)
+    told = [_echo(codec, mark) for mark in marks[:heard]]
+    # the reply's first mark echoed is its playback mark; the others say nothing
+    assert told == [Played("resp_a"), *[QUIET] * (heard - 1)][:heard]
     rendered = codec.render(speech_started)
     if heard == len(chunks):
         assert rendered.frames == () and rendered.answer is None
         return
     assert rendered.answer == c.TruncateItem(None, "item_resp_a", 0, int(sum(chunks[:heard]) / 8))
     for mark in marks[heard:]:  # pending marks echoed on the clear: flushed, not heard
-        _echo(codec, mark)
+        assert _echo(codec, mark) == QUIET
     assert codec.render(speech_started).answer is None
 
 

@@ -22,7 +22,9 @@ from gateway.transports.codec import (
     Hangup,
     Hello,
     Ignore,
+    Inbound,
     Keypress,
+    Played,
     Refuse,
     Report,
     StreamStart,
@@ -168,10 +170,10 @@ def _delta(rid: str, nbytes: int) -> Outbound:
                      .decode()})
 
 
-def _echo(codec: TwilioCodec, mark: str) -> None:
+def _echo(codec: TwilioCodec, mark: str) -> Inbound:
     name = json.loads(mark)["mark"]["name"]
     echo = {"event": "mark", "streamSid": SID, "mark": {"name": name}}
-    assert codec.parse(json.dumps(echo)) == QUIET
+    return codec.parse(json.dumps(echo))
 
 
 speech_started = outbound({"type": "input_audio_buffer.speech_started"})
@@ -183,8 +185,9 @@ def test_a_barge_in_truncates_at_the_last_mark_echoed_before_the_clear(
     codec = started()
     marks = [codec.render(_delta("resp_a", n)).frames[1] for n in chunks]
     heard = data.draw(st.integers(0, len(chunks)))
-    for mark in marks[:heard]:
-        _echo(codec, mark)
+    told = [_echo(codec, mark) for mark in marks[:heard]]
+    # the reply's first mark echoed is its playback mark; the others say nothing
+    assert told == [Played("resp_a"), *[QUIET] * (heard - 1)][:heard]
     rendered = codec.render(speech_started)
     if heard == len(chunks):  # all of it played: nothing to clear
         assert rendered.frames == () and rendered.answer is None
@@ -192,7 +195,7 @@ def test_a_barge_in_truncates_at_the_last_mark_echoed_before_the_clear(
     heard_ms = sum(chunks[:heard]) / 8  # μ-law: 8 bytes a ms
     assert rendered.answer == c.TruncateItem(None, "item_resp_a", 0, int(heard_ms))
     for mark in marks[heard:]:  # Twilio echoes the pending marks on clear: flushed, not heard
-        _echo(codec, mark)
+        assert _echo(codec, mark) == QUIET
     assert codec.render(speech_started).answer is None  # cleared once
     # the next reply starts afresh
     codec.render(_delta("resp_b", 800))
