@@ -61,7 +61,7 @@ def started() -> ExotelCodec:
     return codec
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=400, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.one_of(st.text(), st.binary(max_size=64), strategy(), exotel_messages()),
                 max_size=8), st.booleans())
 def test_nothing_exotel_sends_raises_or_ends_the_call_but_stop(
@@ -95,7 +95,7 @@ def server_events(draw: st.DrawFn) -> dict[str, Any]:
     return event
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(server_events(), st.booleans()), max_size=12))
 def test_any_event_sequence_renders_exotel_s_messages_in_its_sizes(
         events: list[tuple[dict[str, Any], bool]]) -> None:
@@ -124,6 +124,7 @@ def _delta(rid: str, nbytes: int) -> Outbound:
 speech_started = outbound({"type": "input_audio_buffer.speech_started"})
 
 
+@settings(deadline=None)  # a busy box is slow, never wrong
 @given(st.lists(st.integers(3200, 8000).map(lambda n: n - n % 320), min_size=1, max_size=8),
        st.data())
 def test_a_barge_in_truncates_at_the_last_mark_echoed_before_the_clear(

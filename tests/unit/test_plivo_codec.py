@@ -66,7 +66,7 @@ def started() -> PlivoCodec:
 FRAMES = st.one_of(st.text(), st.binary(max_size=64), strategy(), plivo_messages())
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=400, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(FRAMES, max_size=8), st.booleans())
 def test_no_message_plivo_sends_raises_or_ends_the_call(
         frames: list[str | bytes], start: bool) -> None:
@@ -97,6 +97,7 @@ def test_the_start_carries_the_call_and_our_extra_headers() -> None:
     assert isinstance(PlivoCodec(LIMIT).parse('{"event": "start"}'), Refuse)
 
 
+@settings(deadline=None)  # a busy box is slow, never wrong
 @given(st.text(min_size=1, max_size=60), st.booleans())
 def test_the_token_and_instructions_survive_extra_headers(instructions: str,
                                                           override: bool) -> None:
@@ -124,7 +125,7 @@ def test_media_dtmf_and_acks_once_started() -> None:
     assert codec.parse(json.dumps(other)) == Ignore("stream_id", "'media' for another stream")
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(server_events(), st.booleans()), max_size=12))
 def test_any_event_sequence_renders_to_plivo_messages(
         events: list[tuple[dict[str, Any], bool]]) -> None:
@@ -145,6 +146,7 @@ def _delta(rid: str, nbytes: int) -> Outbound:
                      .decode()})
 
 
+@settings(deadline=None)  # a busy box is slow, never wrong
 @given(st.lists(st.integers(1, 4000), min_size=1, max_size=10), st.data())
 def test_a_barge_in_truncates_at_the_last_checkpoint_played(
         chunks: list[int], data: st.DataObject) -> None:

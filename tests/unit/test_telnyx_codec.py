@@ -75,7 +75,7 @@ def started(encoding: str = "PCMU", rate: int = 8000) -> TelnyxCodec:
 FRAMES = st.one_of(st.text(), st.binary(max_size=64), strategy(), telnyx_messages())
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=400, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(FRAMES, max_size=8), st.sampled_from([None, "PCMU", "PCMA", "L16"]))
 def test_nothing_telnyx_sends_raises_or_ends_the_call_but_stop(
         frames: list[str | bytes], encoding: str | None) -> None:
@@ -156,7 +156,7 @@ def test_l16_is_big_endian_on_the_wire_and_24_khz_in_the_session() -> None:
     assert json.loads(frames.frames[1])["mark"]["name"] == f"r:{sent / 32:.3f}"
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(server_events(), st.booleans()), max_size=12))
 def test_any_event_sequence_renders_to_telnyx_messages(
         events: list[tuple[dict[str, Any], bool]]) -> None:
@@ -186,6 +186,7 @@ def _echo(codec: TelnyxCodec, mark: str) -> Inbound:
 speech_started = outbound({"type": "input_audio_buffer.speech_started"})
 
 
+@settings(deadline=None)  # a busy box is slow, never wrong
 @given(st.lists(st.integers(1, 4000), min_size=1, max_size=10), st.data())
 def test_a_barge_in_truncates_at_the_last_mark_echoed_before_the_clear(
         chunks: list[int], data: st.DataObject) -> None:

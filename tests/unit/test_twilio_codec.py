@@ -69,7 +69,7 @@ def started() -> TwilioCodec:
 FRAMES = st.one_of(st.text(), st.binary(max_size=64), strategy(), twilio_messages())
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=400, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(FRAMES, max_size=8), st.booleans())
 def test_nothing_twilio_sends_raises_or_ends_the_call_but_stop(
         frames: list[str | bytes], start: bool) -> None:
@@ -116,7 +116,7 @@ sids = st.text(max_size=20)
 payloads = st.binary(max_size=400).map(lambda b: base64.b64encode(b).decode()) | st.text()
 
 
-@settings(max_examples=300)
+@settings(deadline=None, max_examples=300)
 @given(sids, payloads, st.text(max_size=20))
 def test_the_templates_are_byte_for_byte_json_dumps(sid: str, payload: str, rid: str) -> None:
     codec = TwilioCodec(LIMIT)
@@ -146,7 +146,7 @@ def server_events(draw: st.DrawFn) -> dict[str, Any]:
     return event
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(server_events(), st.booleans()), max_size=12))
 def test_any_event_sequence_renders_to_messages_of_this_stream(
         events: list[tuple[dict[str, Any], bool]]) -> None:
@@ -179,6 +179,7 @@ def _echo(codec: TwilioCodec, mark: str) -> Inbound:
 speech_started = outbound({"type": "input_audio_buffer.speech_started"})
 
 
+@settings(deadline=None)  # a busy box is slow, never wrong
 @given(st.lists(st.integers(1, 4000), min_size=1, max_size=10), st.data())
 def test_a_barge_in_truncates_at_the_last_mark_echoed_before_the_clear(
         chunks: list[int], data: st.DataObject) -> None:
