@@ -18,6 +18,12 @@ Each prints the minimum, the 10th percentile and the median over its batches:
 the minimum moves least when the box is busy, which is what comparing two
 trees needs: run it from each tree's root with ``PYTHONPATH`` set to it
 (``cd OLD && PYTHONPATH=$PWD python /path/to/bench/frame_cost.py``).
+
+``--calls N`` counts instead of timing, which no load moves: the Python
+functions called (and the built-in ones, apart) per frame over one batch,
+and the N that were called most, by ``file:function`` (a profile hook sees
+every call; the frames run several times slower under it, but the counts are
+exact).
 """
 
 from __future__ import annotations
@@ -25,10 +31,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import collections
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 # the tree measured is the one it runs in (its tests' harness, its gateway on
 # PYTHONPATH), so one copy of this file can measure an older checkout too
@@ -63,6 +71,65 @@ async def frames(redis_url: str, batches: int) -> str:
         return f"us CPU a frame:  {spread(costs)}"
 
 
+class CallCount:
+    """Every function call while on: Python ones by ``file:function``, built-ins
+    in all."""
+
+    def __init__(self) -> None:
+        self.python: collections.Counter[str] = collections.Counter()
+        self.builtins = 0
+
+    def hook(self, frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            code = frame.f_code
+            self.python[f"{Path(code.co_filename).name}:{code.co_name}"] += 1
+        elif event == "c_call":
+            self.builtins += 1
+
+    def report(self, what: str, per: int, top: int) -> str:
+        lines = [f"calls {what}: {sum(self.python.values()) / per:.1f} Python, "
+                 f"{self.builtins / per:.1f} built-in"]
+        lines += [f"  {n / per:9.2f}  {name}" for name, n in self.python.most_common(top)]
+        return "\n".join(lines)
+
+
+async def counted(step: Any) -> CallCount:
+    count = CallCount()
+    sys.setprofile(count.hook)
+    try:
+        await step()
+    finally:
+        sys.setprofile(None)
+    return count
+
+
+async def calls(redis_url: str, top: int) -> str:
+    """Function calls a frame (over one batch, after a warm-up batch) and a reply."""
+    async with running_app(redis_url, Path(tempfile.mkdtemp())) as (app, _):
+        s = await connect(app)
+        await s.until("session.created")
+
+        async def batch() -> None:
+            for _ in range(PER_BATCH):
+                s.send({"type": "input_audio_buffer.append", "audio": FRAME})
+            s.send({"type": "session.heartbeat"})
+            await s.until("session.heartbeat_ack")
+
+        async def reply() -> None:
+            s.send({"type": "response.create"})
+            await s.until("response.done")
+
+        await batch()  # warm: first-use imports and caches are not a frame's
+        per_frame = await counted(batch)
+        s.send({"type": "session.update",
+                "session": {"instructions": "words=10", "turn_detection": None}})
+        await s.until("session.updated")
+        await reply()
+        per_reply = await counted(reply)
+        return "\n".join([per_frame.report("a frame", PER_BATCH, top),
+                          per_reply.report("a reply", 1, top)])
+
+
 async def replies(redis_url: str, count: int) -> str:
     async with running_app(redis_url, Path(tempfile.mkdtemp())) as (app, _):
         s = await connect(app)
@@ -83,9 +150,14 @@ async def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--batches", type=int, default=40, help="frame batches of 200")
     p.add_argument("--replies", type=int, default=12, help="10-word replies (0: none)")
+    p.add_argument("--calls", type=int, metavar="N", default=None,
+                   help="count calls a frame instead of timing (and show the N most called)")
     args = p.parse_args()
     server = RedisServer().start()
     try:
+        if args.calls is not None:
+            print(await calls(server.url, args.calls), flush=True)
+            return
         print(await frames(server.url, args.batches), flush=True)
         if args.replies:
             print(await replies(server.url, args.replies), flush=True)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from gateway.session.turn_split import TurnSplit
+from gateway.session.turn_split import PLAYBACK_MARK, TurnSplit
 
 if TYPE_CHECKING:
     from engines.chat_server import ChatServerEngine
@@ -64,7 +64,8 @@ class Metrics:
             "duplex_turn_phase_seconds",
             "where a reply's wait went (gateway.session.turn_split): turn_detection is the "
             "end of speech to the turn's end decided; the others run from that decision to "
-            "the transcript, each timed stage's first output and the first reply audio",
+            "the transcript, the first token, the first clause, each timed stage's first "
+            "output, the first reply audio sent and the client's first playback mark",
             ["phase"], buckets=_LATENCY_BUCKETS, registry=r)
         self.heard_to_sent = Histogram(
             "duplex_end_of_speech_to_first_audio_seconds",
@@ -93,6 +94,10 @@ class Metrics:
             self.turn_phases.labels(phase).observe(seconds)
         if split.heard_to_sent_ms is not None:
             self.heard_to_sent.observe(split.heard_to_sent_ms / 1000)
+
+    def observe_playback_mark(self, seconds: float) -> None:
+        """The client first said it played a reply, ``seconds`` after its turn's end."""
+        self.turn_phases.labels(PLAYBACK_MARK).observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -10,8 +10,10 @@ A reply becomes a ``duplex.turn`` span from the end of the user's speech (or
 from the reply's start, when no VAD ended the turn) to its first audio sent,
 with a child span per phase of its split. The spans are built once the split
 is known, from its numbers: the split's clock is the only clock, anchored to
-the wall clock at the first audio. They carry ids (session, response, turn),
-the plugin and the transport, never audio or words.
+the wall clock at the first audio. The client's first playback mark comes
+later, if its transport tells one (``played``): one more child span of the
+turn, from the turn's end to the mark. They carry ids (session, response,
+turn), the plugin and the transport, never audio or words.
 
 A socket upgrade that carries a W3C ``traceparent`` (a client's, or a relaying
 gateway's: ``gateway.owner_relay``) makes its turns children of that span, so a
@@ -59,7 +61,9 @@ class TurnIds:
 class Exporter(Protocol):
     """What ``gateway.tracing_otlp`` provides: spans out, by OTLP."""
 
-    def turn(self, split: TurnSplit, ids: TurnIds, socket: SocketTrace) -> None: ...
+    def turn(self, split: TurnSplit, ids: TurnIds, socket: SocketTrace) -> object: ...
+
+    def played(self, turn: object, seconds: float) -> None: ...
 
     def relayed(self, session_id: str,
                 headers: Mapping[str, str]) -> contextlib.AbstractContextManager[
@@ -120,10 +124,19 @@ def socket_trace(attachment: object) -> SocketTrace:
     return SocketTrace(transport, headers.get(TRACEPARENT))
 
 
-def turn(split: TurnSplit, ids: TurnIds, socket: SocketTrace) -> None:
-    """One reply reached its first audio: its spans."""
-    if _exporter is not None:
-        _exporter.turn(split, ids, socket)
+def turn(split: TurnSplit, ids: TurnIds, socket: SocketTrace) -> object | None:
+    """One reply reached its first audio: its spans; returned, its turn as
+    ``played`` takes it (None when not tracing)."""
+    if _exporter is None:
+        return None
+    return _exporter.turn(split, ids, socket)
+
+
+def played(turn: object | None, seconds: float) -> None:
+    """The client first said it played the reply of ``turn`` (``turn``'s return),
+    ``seconds`` after the turn's end was decided: its playback mark."""
+    if turn is not None and _exporter is not None:
+        _exporter.played(turn, seconds)
 
 
 @contextlib.contextmanager

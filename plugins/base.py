@@ -112,7 +112,8 @@ class StagePlan(Protocol):
     sending everything through the stage that listens.
 
     ``reply_timings`` names the stages whose first output after an input is a
-    reply timing (``response.done``'s ``timings_ms``: ``<name>`` → ms).
+    step of the reply's split (``response.done``'s ``timings_ms``: ``<name>`` →
+    ms from the turn's end); a stage may also tell its own steps (``ReplyStep``).
     """
 
     @property
@@ -224,7 +225,23 @@ class EndOfResponse:
     turn_id: int
 
 
-Delta = Transcript | WordsHeard | Speech | TextOnly | FunctionCall | EndOfResponse
+FIRST_TOKEN = "first_token"
+FIRST_CLAUSE = "first_clause"
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyStep:
+    """The reply reached one of its steps just now, as the stage that took it
+    says: a thinker's ``FIRST_TOKEN`` (its first generated text of the reply)
+    and ``FIRST_CLAUSE`` (the first words it hands the voice). The session
+    times it from the turn's end, as a phase of the reply's split
+    (``gateway.session.turn_split``); the client never sees it."""
+
+    turn_id: int
+    name: str
+
+
+Delta = Transcript | WordsHeard | Speech | TextOnly | FunctionCall | EndOfResponse | ReplyStep
 
 
 # -- voice activity ----------------------------------------------------------------

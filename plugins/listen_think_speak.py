@@ -51,8 +51,8 @@ def relay(payload: Relay) -> Iterator[StageResult]:
 class ListenThinkSpeakPlan:
     """One session's plan (sans-I/O: it only decides what to submit)."""
 
-    reply_timings: ClassVar[Mapping[int, str]] = MappingProxyType(
-        {THINK: "think_first_output", SPEAK: "speak_first_output"})
+    # the thinker tells its own steps (plugins.base.ReplyStep: first token, first clause)
+    reply_timings: ClassVar[Mapping[int, str]] = MappingProxyType({SPEAK: "speak_first_output"})
 
     def __init__(self, capabilities: Capabilities) -> None:
         self._rate = capabilities.input_rate

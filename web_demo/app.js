@@ -181,8 +181,10 @@ function onProgress(msg) {
 }
 
 // The server's split of the wait (response.done's timings_ms), next to it.
+// Each step counts from the turn's end, so each is at least the one before it.
 const PHASES = { turn_detection: "turn end", transcribe: "transcribe",
-  think_first_output: "think", speak_first_output: "speak", first_audio: "first audio sent" };
+  first_token: "first token", first_clause: "first clause", speak_first_output: "speak",
+  first_audio: "first audio sent" };
 
 function showSplit(timings) {
   if (!timings || timings.first_audio === undefined) return;

@@ -76,6 +76,11 @@ class SessionHandle:
     def confirm_token(self, generation: int) -> None:
         self.inbox.put_urgent(si.Confirm(generation))
 
+    def played(self, response_id: str) -> None:
+        """The peer has played some of ``response_id``'s audio (a carrier's mark, the
+        WebRTC track): timed now, not queued (a time, nothing to act on)."""
+        self.machine.replies.played(response_id)
+
     def recover(self, lost_response_id: str | None) -> None:
         """This process took the session over after its owner died (docs/architecture.md §8)."""
         recovery = at.Recovery(lost_response_id)
@@ -117,8 +122,10 @@ class SessionHandle:
 
     def on_stage_output(self, out: StageOutput) -> None:
         assert out.result is not None
-        self.inbox.stage_output(out.tag, out.stage,
-                                self.plugin.project(out.stage, out.result.payload))
+        # the reply's steps are timed as they arrive, in the stages' order
+        deltas = self.machine.timings.arrived(self.plugin.project(out.stage, out.result.payload))
+        if deltas:
+            self.inbox.stage_output(out.tag, out.stage, deltas)
 
     def on_stage_failure(self, fence: Fence, message: str, stage: int) -> None:
         self.inbox.offer(Lane.CONTROL, si.Failure(fence, message, stage))

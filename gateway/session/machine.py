@@ -149,12 +149,16 @@ class SessionMachine:
         self.core.effects()
 
     def note_stage_latency(self, stage: int, seconds: float) -> None:
-        """A stage's time from an input to its first output (for ``timings_ms``)."""
+        """A stage's first output after an input came now (``seconds`` after the
+        input): a step of the reply's split (``timings_ms``) when the plan names it,
+        timed from the turn's end like every step."""
         name = self.plan.reply_timings.get(stage)
         if name is not None:
-            self.timings.stage(name, seconds)
+            self.timings.mark(name)
 
     def _command(self, cmd: c.Command) -> Iterator[Action]:
+        if isinstance(cmd, c.PlaybackAck | c.TruncateItem):  # what the client played
+            self.replies.client_played(cmd)
         match cmd:
             case c.AckEvents():
                 yield Trim(cmd.server_event_seq)

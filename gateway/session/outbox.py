@@ -14,6 +14,8 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
+from prometheus_client import Counter
+
 from duplex import attach as at
 from duplex import commands as c
 from duplex.close_codes import CloseCode
@@ -50,6 +52,9 @@ class Outbox:
         self._attachment: Attachment | None = None
         self._latest: Attachment | None = None  # the last socket attached, gone or not
         self._recovery: at.Recovery | None = None  # said in the next session.resumed
+        # duplex_server_events' child a type, looked up once (``labels`` costs a
+        # lock and three calls; a reply sends a few events a word)
+        self._counted: dict[str, Counter] = {}
 
     @property
     def attachment(self) -> Attachment | None:
@@ -96,9 +101,12 @@ class Outbox:
             return True
         if before_send is not None:
             await before_send()
-        counted = self._metrics.events
+        counted = self._counted
         for out in stamped:
-            counted.labels(out.type).inc()
+            child = counted.get(out.type)
+            if child is None:
+                child = counted[out.type] = self._metrics.events.labels(out.type)
+            child.inc()
             if out.type == "error":
                 self._metrics.errors.labels(out.event()["error"]["code"]).inc()
             await self.send(out)

@@ -14,12 +14,14 @@ the word the user last heard (I6).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 import pybase64
 
+from duplex import commands as c
 from duplex.events import ServerEvent
 from duplex.fence import Fence
 from duplex.session import SessionCore
@@ -27,7 +29,7 @@ from gateway import tracing
 from gateway.metrics import Metrics
 from gateway.session.audio import SessionAudio
 from gateway.session.items import Delta
-from gateway.session.turn_split import FIRST_AUDIO, TURN_DETECTION, TurnSplit
+from gateway.session.turn_split import FIRST_AUDIO, TRANSCRIBE, TURN_DETECTION, TurnSplit
 from plugins import base as pb
 
 MAX_CHUNK_MS = 200
@@ -37,8 +39,12 @@ _WORD = re.compile(r"\s*\S+")
 class ReplyTimings:
     """Where a reply's time went (``TurnSplit``): ``response.done`` carries it as
     ``timings_ms`` (an extension): the turn detector's wait, then from the end of
-    the user's turn (or the ``response.create``) to the transcript, to each timed
-    stage's first output and to the first audio."""
+    the user's turn (or the ``response.create``) to the transcript, to each step
+    a stage tells (``ReplyStep``: the thinker's first token and first clause),
+    to each timed stage's first output and to the first audio.
+
+    The steps are noted as the stages' outputs arrive (``arrived``, ``stage``),
+    before the session's inbox, whose lanes need not keep the stages' order."""
 
     def __init__(self, now: Callable[[], float]) -> None:
         self._now = now
@@ -63,9 +69,19 @@ class ReplyTimings:
         self._ms.setdefault(name, 1000 * seconds)
         return seconds
 
-    def stage(self, name: str, seconds: float) -> None:
-        if self._start is not None:
-            self._ms.setdefault(name, 1000 * seconds)
+    def arrived(self, deltas: Sequence[pb.Delta]) -> list[pb.Delta]:
+        """A stage's visible output, as it arrives: the steps it reaches (the
+        transcript, a ``ReplyStep``) noted now; what the session acts on returned
+        (a ``ReplyStep`` is only a time)."""
+        kept: list[pb.Delta] = []
+        for delta in deltas:
+            if isinstance(delta, pb.ReplyStep):
+                self.mark(delta.name)
+                continue
+            if isinstance(delta, pb.Transcript):
+                self.mark(TRANSCRIBE)
+            kept.append(delta)
+        return kept
 
     def first_audio(self) -> TurnSplit | None:
         """The reply is heard: its split (None if not timed); the clock stops."""
@@ -86,6 +102,16 @@ class ReplyTimings:
         return {**ev, "timings_ms": timings}
 
 
+@dataclass(frozen=True, slots=True)
+class _Playing:
+    """A reply whose first audio went, until the client says it played some."""
+
+    response_id: str
+    item_id: str
+    decided_at: float  # the turn's end decided, on the split's clock
+    trace: object  # its turn's trace, for the playback mark's span (None: not traced)
+
+
 class ReplyFeed:
     def __init__(self, core: SessionCore, audio: SessionAudio, timings: ReplyTimings,
                  metrics: Metrics, now: Callable[[], float]) -> None:
@@ -93,6 +119,7 @@ class ReplyFeed:
         self._timings, self._metrics, self._now = timings, metrics, now
         self.audio_at: float | None = None  # when the reply's first audio went (idle timeout)
         self._socket = tracing.UNTRACED  # the attached socket, as its turns' traces name it
+        self._playing: _Playing | None = None
 
     def attached(self, attachment: object) -> None:
         """The session speaks through ``attachment`` from now on."""
@@ -106,8 +133,7 @@ class ReplyFeed:
     def feed(self, item: Delta) -> None:
         delta = item.delta
         match delta:
-            case pb.Transcript():
-                self._timings.mark("transcribe")
+            case pb.Transcript():  # timed as it arrived (ReplyTimings.arrived)
                 self._core.transcript(delta.item_id, delta.text)
             case pb.Speech():
                 self._speak(item.fence.with_turn(delta.turn_id), delta)
@@ -127,14 +153,48 @@ class ReplyFeed:
             first = self._core.response is not None and not self._core.response.ledger.marks
             if self._core.assistant_audio(fence, pybase64.b64encode_as_string(wire),
                                           1000.0 * len(pcm) / self._rate, text) and first:
-                self.audio_at = self._now()  # the reply plays from here (idle timeout)
+                self.audio_at = at = self._now()  # the reply plays from here (idle timeout)
                 split = self._timings.first_audio()
                 if split is not None:
-                    self._metrics.observe_turn(split)
-                    response = self._core.response
-                    assert response is not None  # it took the audio
-                    tracing.turn(split, tracing.TurnIds(fence.session_id, response.id,
-                                                        fence.turn_id), self._socket)
+                    self._heard_first(fence, split, at)
+
+    def _heard_first(self, fence: Fence, split: TurnSplit, at: float) -> None:
+        """The reply's first audio went: its split, to the metrics and the trace;
+        its playback mark is awaited."""
+        self._metrics.observe_turn(split)
+        response = self._core.response
+        assert response is not None  # it took the audio
+        trace = tracing.turn(split, tracing.TurnIds(fence.session_id, response.id,
+                                                    fence.turn_id), self._socket)
+        self._playing = _Playing(response.id, response.item_id,
+                                 at - split.first_audio_ms / 1000, trace)
+
+    # -- the client's playback -------------------------------------------------------
+
+    def played(self, response_id: str | None = None, item_id: str | None = None) -> None:
+        """The client has played some of the reply ``response_id`` (or of its item
+        ``item_id``; neither: the reply last heard), as its transport tells it (a
+        carrier's mark, the WebRTC track, a client's ``playback.ack``): the first
+        time, the reply's playback mark, timed from the turn's end."""
+        playing = self._playing
+        if playing is None:
+            return
+        named = response_id is not None or item_id is not None
+        if named and response_id != playing.response_id and item_id != playing.item_id:
+            return  # an earlier reply's
+        self._playing = None
+        seconds = self._now() - playing.decided_at
+        self._metrics.observe_playback_mark(seconds)
+        tracing.played(playing.trace, seconds)
+
+    def client_played(self, cmd: c.PlaybackAck | c.TruncateItem) -> None:
+        """A client's own report of what it played (``playback.ack``, or the
+        ``conversation.item.truncate`` of a barge-in): a mark when more than nothing."""
+        match cmd:
+            case c.PlaybackAck(played_ms=ms) if ms > 0:
+                self.played(cmd.response_id, cmd.item_id)
+            case c.TruncateItem(audio_end_ms=ms) if ms > 0:
+                self.played(item_id=cmd.item_id)
 
 
 def words(text: str) -> list[str]:

@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 TURN_DETECTION = "turn_detection"
+TRANSCRIBE = "transcribe"
 FIRST_AUDIO = "first_audio"
+PLAYBACK_MARK = "playback_mark"  # after the split: the client's first report of playing
 
 
 @dataclass(frozen=True, slots=True)

@@ -136,7 +136,7 @@ class ExotelCodec(ChunkedRender):
             return Ignore("mark_type", "a mark whose name is not a string")
         if not self.playout.playback.played(name):
             return Ignore("foreign_mark", f"mark {name[:80]!r}, not one of ours")
-        return QUIET
+        return self.playout.playback.news()
 
     # -- out -------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from duplex import commands as c
+from gateway.transports.codec import QUIET, Ignore, Played
 
 
 @dataclass(slots=True)
@@ -26,6 +27,7 @@ class PlayedReply:
     sent_ms: float = 0.0
     heard_ms: float = 0.0  # cumulative ms of the last point echoed before any clear
     cleared: bool = False
+    told: bool = False  # the session heard that its playback began (``news``)
 
 
 class Playback:
@@ -54,6 +56,15 @@ class Playback:
         except ValueError:
             return False
         return True
+
+    def news(self) -> Played | Ignore:
+        """What the point just echoed (``played``) tells the session: the reply's
+        playback mark (``Played``) the first time some of it was heard, else nothing."""
+        reply = self.reply
+        if reply is None or reply.told or reply.cleared or not reply.heard_ms:
+            return QUIET
+        reply.told = True
+        return Played(reply.response_id)
 
     def barge_in(self) -> c.TruncateItem | None:
         """The caller spoke over the reply: the truncate to what they heard, when some

@@ -137,7 +137,7 @@ class PlivoCodec(CarrierRender):
                 if not self.playback.played(name):
                     return Ignore("foreign_checkpoint",
                                   f"checkpoint {name[:80]!r}, not one of ours")
-                return QUIET
+                return self.playback.news()
             case "media" | "dtmf":
                 body = body_of(event, msg)
                 if isinstance(body, Ignore):

@@ -157,7 +157,7 @@ class TelnyxCodec(CarrierRender):
                     return Ignore("mark_type", "a mark whose name is not a string")
                 if not self.playback.played(name):
                     return Ignore("foreign_mark", f"mark {name[:80]!r}, not one of ours")
-                return QUIET
+                return self.playback.news()
             case "dtmf":
                 digit = keypress_digit(body)
                 return digit if isinstance(digit, Ignore) else Keypress(digit)

@@ -112,7 +112,7 @@ class TwilioCodec(CarrierRender):
                     return Ignore("mark_type", "a mark whose name is not a string")
                 if not self.playback.played(name):
                     return Ignore("foreign_mark", f"mark {name[:80]!r}, not one of ours")
-                return QUIET
+                return self.playback.news()
             case "dtmf":
                 digit = body.get("digit")
                 if isinstance(digit, str) and digit:

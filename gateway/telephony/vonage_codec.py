@@ -109,7 +109,7 @@ class VonageCodec(ChunkedRender):
             return Ignore("notify_type", "a notify whose payload has no string name")
         if not self.playout.playback.played(name):
             return Ignore("foreign_notify", f"notify {name[:80]!r}, not one of ours")
-        return QUIET
+        return self.playout.playback.news()
 
     # -- out -------------------------------------------------------------------------
 

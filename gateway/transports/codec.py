@@ -53,6 +53,14 @@ class Keypress:
 
 
 @dataclass(frozen=True, slots=True)
+class Played:
+    """The peer says it has played some of ``response_id``'s audio (a carrier
+    echoed the reply's first playback point): the reply's playback mark."""
+
+    response_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class Hangup:
     """The peer ended the call in band (Twilio's ``stop``): the session ends with
     ``reason``, and the session's end closes the socket."""
@@ -85,7 +93,7 @@ class Refuse:
     why: str
 
 
-Control = Ignore | Report | Keypress | Hangup | Hello | StreamStart | Refuse
+Control = Ignore | Report | Keypress | Played | Hangup | Hello | StreamStart | Refuse
 Inbound = c.Command | Control
 
 

@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from duplex import commands as c
 from duplex.errors import DuplexError, SessionStateError
 from gateway.transports.attachment import SocketAttachment
-from gateway.transports.codec import Control, Frame, Hangup, Ignore, Keypress, Report
+from gateway.transports.codec import Control, Frame, Hangup, Ignore, Keypress, Played, Report
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +160,8 @@ class _Reader:
                 self.session.report(error)
             case Keypress(digit):
                 attachment.submit(c.DtmfReceived(None, digit, self.clock()))
+            case Played(response_id):
+                self.session.played(response_id)
             case Ignore(kind, why) if why:
                 attachment.warnings.warning(kind, "%s: ignored %s", attachment.name, why)
             case _:

@@ -46,6 +46,10 @@ class Session(Protocol):
         """The socket of ``generation`` proved it holds the rotated resume token."""
         ...
 
+    def played(self, response_id: str) -> None:
+        """The peer has played some of ``response_id``'s audio (its playback mark)."""
+        ...
+
     async def attach(self, attachment: Attachment, *, resume_token: str,
                      cursor: int | None) -> bool:
         """Make ``attachment`` the session's socket (replaying after ``cursor`` for a

@@ -11,6 +11,7 @@ says when it took a frame. No I/O.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,9 +33,15 @@ class _Reply:
     offset: int = 0  # samples of queued[0] already taken
 
 
+def _nobody(response_id: str) -> None:
+    pass
+
+
 class Speaker:
     def __init__(self) -> None:
         self.reply: _Reply | None = None
+        # told a reply's id when the track takes its first audio (its playback mark)
+        self.on_played: Callable[[str], None] = _nobody
 
     def queue(self, response_id: str, item_id: str, pcm: Pcm) -> None:
         """More of a reply's audio, at 48 kHz; a new reply's replaces what is left of
@@ -59,6 +66,8 @@ class Speaker:
             if reply.offset >= head.size:
                 reply.queued.popleft()
                 reply.offset = 0
+        if not reply.played:
+            self.on_played(reply.response_id)
         reply.played += FRAME_SAMPLES - need
         if need:
             parts.append(_SILENCE[:need])

@@ -8,7 +8,8 @@ every other event are). The attachment follows the session's audio formats (its
 own ``session.created``/``session.updated``), and on a barge-in (the user's
 ``speech_started``, or the client's ``output_audio_buffer.clear`` answered with
 ``output_audio_buffer.cleared``) drops the unplayed reply and truncates its item
-to what was played, as OpenAI does for WebRTC.
+to what was played, as OpenAI does for WebRTC. When the track takes a reply's
+first audio, the session has its playback mark.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class WebRTCAttachment(SocketAttachment):
         super().__init__(*args, **kwargs)
         self.audio = audio
         self.speaker = speaker
+        speaker.on_played = self.session.played  # the track took the reply's first audio
 
     async def send(self, out: Outbound) -> None:
         kind = out.type or _type_of(out.text)

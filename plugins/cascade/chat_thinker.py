@@ -44,6 +44,7 @@ from plugins.cascade import tool_calls as tc
 from plugins.cascade.call_check import InvalidCall, checked_arguments
 from plugins.cascade.clauses import ClauseSplitter
 from plugins.cascade.payloads import Clause, Draft, ToolCall, UserTurn
+from plugins.cascade.reply_steps import ReplySteps
 from plugins.cascade.thinker import (
     DEFAULT_INSTRUCTIONS,
     MAX_CALL_REPLY_TOKENS,
@@ -70,6 +71,7 @@ class _Reply:
     tag: _Tag
     splitter: ClauseSplitter = field(default_factory=ClauseSplitter)
     parser: tc.CallParser = field(default_factory=lambda: tc.CallParser(CALL_STARTS))
+    steps: ReplySteps = field(default_factory=ReplySteps)  # its first token, first clause
 
 
 @dataclass(slots=True)
@@ -170,7 +172,9 @@ class ChatThinker:
     def on_text(self, state: ChatState, chunk: ChatChunk, delta: str) -> list[StageResult]:
         reply = self._reply(state, chunk)
         texts = reply.splitter.push(reply.parser.push(delta))
-        return [_result(Clause(reply.tag.turn_id, t, last=False)) for t in texts]
+        return reply.steps.lead(reply.tag.turn_id,
+                                [_result(Clause(reply.tag.turn_id, t, last=False))
+                                 for t in texts])
 
     def on_end(self, state: ChatState, chunk: ChatChunk,
                reply: ChatReply) -> tuple[list[StageResult], ChatReply]:
@@ -195,7 +199,7 @@ class ChatThinker:
                 state.unanswered.extend(c.call_id for c in calls)
         words = tc.CallParser(CALL_STARTS)
         kept = ChatReply(words.push(reply.text) + words.finish(), tuple(calls), reply.finish)
-        return results, kept
+        return streamed.steps.lead(tag.turn_id, results), kept
 
     @staticmethod
     def _reply(state: ChatState, chunk: ChatChunk) -> _Reply:

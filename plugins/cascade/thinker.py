@@ -49,7 +49,9 @@ only when the adopted reply's first clause is the same.
 Output: the reply as ``Clause``es for the talker, cut at clause boundaries while
 it streams (``ClauseSplitter``), each ``StageResult(Clause, segment_finished=True,
 visible=False)``; the one that ends the reply has ``last=True`` (possibly
-empty). Markdown (bold, headings, bullets, backticks) is removed so TTS does
+empty). Its first token and first clause are also told to the session
+(``plugins.base.ReplyStep``, by ``plugins.cascade.reply_steps``), for the
+reply's split. Markdown (bold, headings, bullets, backticks) is removed so TTS does
 not read it. The clause texts concatenated are the reply as spoken.
 
 Tools (``plugins.cascade.tool_calls``): the session's tools (``Context.tools``)
@@ -86,6 +88,7 @@ from plugins.cascade import tool_calls as tc
 from plugins.cascade.clauses import ClauseSplitter as ClauseSplitter  # re-exported: it lived here
 from plugins.cascade.clauses import clean_markdown as clean_markdown  # re-exported
 from plugins.cascade.payloads import Clause, Draft, ToolCall, UserTurn
+from plugins.cascade.reply_steps import ReplySteps
 
 # The user's facts are said to belong to the user: a small model otherwise answers
 # "what is mine?" with the user's own name as its own.
@@ -170,6 +173,7 @@ class _Reply:
     splitter: ClauseSplitter
     parser: tc.CallParser = field(default_factory=tc.CallParser)
     spoken: list[str] = field(default_factory=list)
+    steps: ReplySteps = field(default_factory=ReplySteps)  # its first token, first clause
 
 
 @dataclass(slots=True)
@@ -393,7 +397,7 @@ class ThinkerAdapter:
         if finished:
             results += self._end_reply(state, reply)
             state.reply = None
-        return results
+        return reply.steps.lead(tag.turn_id, results)
 
     def on_guess_text(self, state: ThinkerState, chunk: PromptChunk, delta: str,
                       finished: bool) -> Sequence[StageResult]:

@@ -20,6 +20,7 @@ from plugins.base import (
     FunctionCall,
     PluginStatus,
     Progress,
+    ReplyStep,
     Speech,
     StagePlan,
     Transcript,
@@ -61,6 +62,8 @@ class TonePlugin:
         match stage, payload:
             case 0, Heard(item_id=item_id, transcript=text):
                 return [Transcript(item_id, text)]
+            case 1, ReplyStep():
+                return [payload]
             case 2, SpokenWord(turn_id=turn_id, word=word, pcm=pcm):
                 return [Speech(turn_id, pcm, word + " ")]
             case 2, EndOfResponse():

@@ -14,7 +14,17 @@ from duplex import effects as fx
 from duplex.fence import Fence
 from duplex.tools import NO_TOOLS, ToolSet
 from engines.stages import StageResult
-from plugins.base import AudioUnit, Context, EndOfResponse, HistoryItem, Pcm, history_item
+from plugins.base import (
+    FIRST_CLAUSE,
+    FIRST_TOKEN,
+    AudioUnit,
+    Context,
+    EndOfResponse,
+    HistoryItem,
+    Pcm,
+    ReplyStep,
+    history_item,
+)
 from plugins.listen_think_speak import Relay, relay
 from plugins.tone import calls, reply
 from plugins.tone.levels import Framer, frame_len, frame_powers, mean_square, threshold_dbfs
@@ -134,6 +144,8 @@ def _reply(state: ThinkState, turn_id: int, instructions: str, tools: ToolSet,
     """Calls (``plugins.tone.calls``), or words: the tool's output when one
     came since the user spoke, else ``about`` the words given, else the counted
     reply."""
+    for step in (FIRST_TOKEN, FIRST_CLAUSE):  # a reply is whole at once: both steps now
+        yield StageResult(ReplyStep(turn_id, step), segment_finished=False, visible=True)
     output, state.output = state.output, None
     if output is not None:
         yield from _say(turn_id, calls.said_output(output).split())

@@ -38,7 +38,10 @@ def test_turn_shows_transcripts_and_plays_reply(open_demo, tone_gateway, tmp_pat
     split = h["stats"]["splits"][0]
     assert split["turn_detection"] > 0 and split["first_audio"] >= 0, split
     assert h["stats"]["latenciesMs"][0] >= split["turn_detection"] - 40, h["stats"]
-    assert "turn end" in demo.page.text_content("#split")
+    shown = demo.page.text_content("#split") or ""
+    assert split["first_token"] <= split["first_clause"] <= split["first_audio"], split
+    for phase in ("turn end", "transcribe", "first token", "first clause", "first audio sent"):
+        assert phase in shown, shown
     assert demo.page.text_content("#state") == "connected"
     assert not h["stats"]["errors"] and not h["stats"]["truncates"], h
     demo.shot()

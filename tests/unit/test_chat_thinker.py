@@ -12,7 +12,7 @@ from duplex import effects as fx
 from duplex.fence import Fence
 from duplex.tools import Tool, ToolChoice, ToolSet
 from engines.stages import ChatChunk, ChatReply, ChatToolCall
-from plugins.base import Context, HistoryItem
+from plugins.base import Context, HistoryItem, ReplyStep
 from plugins.cascade.call_check import InvalidCall
 from plugins.cascade.chat_thinker import ChatState, ChatThinker
 from plugins.cascade.payloads import Clause, Draft, ToolCall, UserTurn
@@ -37,8 +37,8 @@ def payloads(thinker: ChatThinker, state: ChatState, chunk: ChatChunk,
     results = []
     for word in reply.text.split(" "):
         results += thinker.on_text(state, chunk, word + " ")
-    end, kept = thinker.on_end(state, chunk, reply)
-    return [r.payload for r in [*results, *end]], kept
+    end, kept = thinker.on_end(state, chunk, reply)  # what the talker gets: no steps
+    return [r.payload for r in [*results, *end] if not isinstance(r.payload, ReplyStep)], kept
 
 
 def test_the_first_context_is_the_system_message_and_the_history() -> None:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from gateway.metrics import Metrics
 from gateway.session.replies import ReplyTimings, reply_chunks, words
 from gateway.session.turn_split import TurnSplit
+from plugins.base import FIRST_TOKEN, ReplyStep, Transcript
 
 RATE = 22050
 
@@ -46,15 +47,20 @@ def test_reply_timings_run_from_the_turns_end_and_stamp_response_done() -> None:
     assert timings.mark("transcribe") is None  # not started: nothing is timed
     timings.start()
     now[0] = 100.25
-    assert timings.mark("transcribe") == 0.25
-    timings.stage("think_first_output", 0.1)
+    heard = Transcript("item_1", "hello")
+    assert timings.arrived([heard]) == [heard]  # timed as it arrives, and acted on
+    now[0] = 100.3
+    assert timings.arrived([ReplyStep(1, FIRST_TOKEN)]) == []  # a step is only a time
+    now[0] = 100.4
+    assert timings.mark("speak_first_output") == pytest.approx(0.4)
     now[0] = 100.5
     split = timings.first_audio()
     assert split is not None and split.first_audio_ms == 500.0
     assert timings.mark("late") is None  # stopped at the first audio
     done = timings.stamp({"type": "response.done", "response": {}})
-    assert done["timings_ms"] == {"transcribe": 250.0, "think_first_output": 100.0,
-                                  "first_audio": 500.0}
+    # every step from the turn's end (the reply's start), as the spans draw them
+    assert done["timings_ms"] == {"transcribe": 250.0, "first_token": 300.0,
+                                  "speak_first_output": 400.0, "first_audio": 500.0}
     assert "timings_ms" not in timings.stamp({"type": "response.done"})  # said once
     assert timings.stamp({"type": "error"}) == {"type": "error"}
 
@@ -94,3 +100,6 @@ def test_metrics_take_a_split_per_phase() -> None:
     assert 'duplex_turn_phase_seconds_count{phase="first_audio"} 2.0' in text
     assert "duplex_end_of_speech_to_first_audio_seconds_count 1.0" in text
     assert "duplex_first_audio_seconds_count 2.0" in text
+    metrics.observe_playback_mark(0.9)
+    text = metrics.render().decode()
+    assert 'duplex_turn_phase_seconds_count{phase="playback_mark"} 1.0' in text

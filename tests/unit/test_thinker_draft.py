@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from duplex.fence import Fence
 from engines.stages import PromptChunk, StageResult
-from plugins.base import Context, HistoryItem
+from plugins.base import Context, HistoryItem, ReplyStep
 from plugins.cascade.payloads import Clause, Draft, UserTurn
 from plugins.cascade.thinker import ThinkerAdapter, ThinkerState
 
@@ -97,7 +97,8 @@ DELTAS = ["The capital", " of France is Paris", ". It is", " a big city.", ""]
 def replies(a: ThinkerAdapter, s: ThinkerState, chunk: PromptChunk,
             read: Callable[..., Sequence[StageResult]]) -> list[Clause]:
     out = [r.payload for i, d in enumerate(DELTAS)
-           for r in read(s, chunk, d, i == len(DELTAS) - 1)]
+           for r in read(s, chunk, d, i == len(DELTAS) - 1)
+           if not isinstance(r.payload, ReplyStep)]  # what the talker gets
     assert all(isinstance(c, Clause) for c in out)
     return out
 

@@ -20,7 +20,7 @@ from duplex import effects as fx
 from duplex.fence import Fence
 from duplex.tools import Tool, ToolChoice, ToolSet
 from engines.stages import PromptChunk
-from plugins.base import Context, EndOfResponse, FunctionCall, HistoryItem
+from plugins.base import Context, EndOfResponse, FunctionCall, HistoryItem, ReplyStep
 from plugins.cascade import projection
 from plugins.cascade.payloads import Clause, Draft, ToolCall, UserTurn
 from plugins.cascade.talker import PiperTts, TalkerModel
@@ -64,7 +64,7 @@ def stream(a: ThinkerAdapter, s: ThinkerState, chunk: PromptChunk,
     out: list[Any] = []
     for i, d in enumerate(deltas):
         out += [r.payload for r in a.on_text(s, chunk, d, i == len(deltas) - 1)]
-    return out
+    return [p for p in out if not isinstance(p, ReplyStep)]  # what the talker gets
 
 
 def test_the_tools_are_offered_in_the_system_prompt_in_qwens_format() -> None:

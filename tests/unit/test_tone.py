@@ -15,11 +15,14 @@ from duplex.fence import Fence
 from engines.stages import StageResult
 from gateway import audio
 from plugins.base import (
+    FIRST_CLAUSE,
+    FIRST_TOKEN,
     AudioUnit,
     Context,
     Delta,
     DuplexModelPlugin,
     EndOfResponse,
+    ReplyStep,
     Speech,
     Transcript,
     VadEvent,
@@ -239,10 +242,12 @@ def test_one_turn_end_to_end() -> None:
     chain.commit(3)
     deltas = chain.take()
     assert deltas[0] == Transcript("item_3", "tone turn 3, 1200 ms of speech")
+    # the thinker's steps, whole at once, ahead of the voice
+    assert deltas[1:3] == [ReplyStep(3, FIRST_TOKEN), ReplyStep(3, FIRST_CLAUSE)]
     assert spoken(deltas) == "answer to turn 3: one two three four five six "
     assert deltas[-1] == EndOfResponse(3)
     speech = [d for d in deltas if isinstance(d, Speech)]
-    assert len(deltas) == 1 + len(speech) + 1
+    assert len(deltas) == 3 + len(speech) + 1
     for piece in speech:
         assert piece.turn_id == 3
         assert piece.pcm.dtype == np.int16 and piece.pcm.size == 200 * RATE // 1000
@@ -398,7 +403,7 @@ def test_plugin_contract() -> None:
     assert not plugin.status.ready
     plugin.load(lambda step: None)
     assert plugin.status.ready
-    assert plugin.plan().reply_timings == {1: "think_first_output", 2: "speak_first_output"}
+    assert plugin.plan().reply_timings == {2: "speak_first_output"}
 
 
 # -- the voice and decode_turn -------------------------------------------------

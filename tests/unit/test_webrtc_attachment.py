@@ -39,9 +39,13 @@ class Channel:
 @dataclass
 class Recorder:
     submitted: list[c.Command] = field(default_factory=list)
+    marks: list[str] = field(default_factory=list)  # playback marks, by response id
 
     def submit(self, cmd: c.Command) -> None:
         self.submitted.append(cmd)
+
+    def played(self, response_id: str) -> None:
+        self.marks.append(response_id)
 
     def report(self, error: DuplexError) -> None:
         raise AssertionError(error)
@@ -87,8 +91,10 @@ async def test_reply_audio_goes_on_the_track_and_the_rest_on_the_channel() -> No
 async def test_a_barge_in_truncates_to_what_the_track_played() -> None:
     attachment, channel, session = attached()
     await attachment.send(outbound(delta(500)))
+    assert session.marks == []  # queued for the track, not played
     for _ in range(5):
         attachment.speaker.frame()  # the track played 100 ms
+    assert session.marks == ["resp_1"]  # the reply's playback mark, once
     await attachment.send(outbound({"type": "input_audio_buffer.speech_started"}))
     assert types(channel) == ["input_audio_buffer.speech_started"]
     assert session.submitted == [c.TruncateItem(None, "item_1", 0, 100)]
