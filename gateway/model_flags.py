@@ -45,7 +45,7 @@ FLAGS: dict[str, tuple[type, str, object]] = {
     "tts_api_key": (str, "bearer key for --tts-url's server", None),
     "tts_model": (str, "with --tts-url the server's speech model", remote_tts.DEFAULT_MODEL),
     "tts_voice": (str, "with --tts-url the server's voice; without it a piper .onnx voice's "
-                       "path", remote_tts.DEFAULT_VOICE),
+                       "path", f"{remote_tts.DEFAULT_VOICE} with --tts-url, else piper's joe"),
     "tts_timeout_s": (float, "longest --tts-url's server may stay silent (connecting, "
                              "answering, between two pieces of audio) before the reply fails "
                              "with an error", remote_tts.DEFAULT_TIMEOUT_S),
