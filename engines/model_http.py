@@ -10,7 +10,10 @@ Every wait on the server is bounded by ``timeout_s``: connecting, the answer's
 head, and each read of its body (a stream's chunks may come slowly, but never
 further apart than that). Failures are split by cause (``ServerDown``,
 ``ServerSilent``, ``ServerRefused``, ``ServerBroken``); the engine turns them
-into one clear line for the session.
+into one clear line for the session. ``Endpoint.parse`` and ``failures`` are
+shared with the speech servers' clients (``plugins.cascade.remote_asr``,
+``remote_tts``), which block a worker thread on ``http.client`` instead: a
+server is named, and its silence or absence worded, the same way for all.
 
 ``ServerGate`` bounds the streams one process holds open on a server, with a
 bounded queue before it: past the queue a request fails at once
@@ -21,8 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http.client
 import ssl
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -71,16 +75,33 @@ class Endpoint:
     base: str  # the path before each route, without its trailing slash
 
     @classmethod
-    def parse(cls, url: str) -> Endpoint:
+    def parse(cls, url: str, server: str = "model server") -> Endpoint:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"{url!r}: a model server's URL is http[s]://HOST[:PORT]/PATH")
+            raise ValueError(f"{url!r}: a {server}'s URL is http[s]://HOST[:PORT]/PATH")
         tls = parts.scheme == "https"
         return cls(parts.hostname, parts.port or (443 if tls else 80), tls,
                    parts.path.rstrip("/"))
 
     def __str__(self) -> str:
         return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}{self.base}"
+
+
+@contextlib.contextmanager
+def failures(where: str, timeout_s: float, *, connecting: bool = False,
+             server: str = "model server") -> Iterator[None]:
+    """A wait on the server at ``where``: its timeout is ``ServerSilent``, a
+    socket's error ``ServerDown``, each in words that say which and whether the
+    connection was being made (``connecting``) or already open."""
+    try:
+        yield
+    except TimeoutError:
+        silence = (f"did not accept a connection within {timeout_s:g} s" if connecting
+                   else f"said nothing for {timeout_s:g} s")
+        raise ServerSilent(f"the {server} at {where} {silence}") from None
+    except OSError as exc:
+        loss = "is unreachable" if connecting else "dropped the connection"
+        raise ServerDown(f"the {server} at {where} {loss}: {exc.strerror or exc}") from None
 
 
 class Response:
@@ -123,17 +144,11 @@ async def request(endpoint: Endpoint, method: str, route: str, *, body: bytes = 
     """One HTTP request to ``endpoint``'s ``route``; the response's connection
     is closed on leaving (at once, whatever is left unread)."""
     where = f"{endpoint}{route}"
-    try:
+    with failures(where, timeout_s, connecting=True):
         async with asyncio.timeout(timeout_s):
             reader, writer = await asyncio.open_connection(
                 endpoint.host, endpoint.port,
                 ssl=ssl.create_default_context() if endpoint.tls else None)
-    except TimeoutError:
-        raise ServerSilent(f"the model server at {where} did not accept a connection "
-                           f"within {timeout_s:g} s") from None
-    except OSError as exc:
-        raise ServerDown(f"the model server at {where} is unreachable: "
-                         f"{exc.strerror or exc}") from None
     try:
         conn = h11.Connection(h11.CLIENT)
         head = [("Host", endpoint.host), ("Connection", "close"),
@@ -159,16 +174,58 @@ async def _next_event(conn: h11.Connection, reader: asyncio.StreamReader, timeou
             raise ServerBroken(f"the model server at {where} broke HTTP: {exc}") from None
         if event is not h11.NEED_DATA:
             return event
-        try:
+        with failures(where, timeout_s):
             async with asyncio.timeout(timeout_s):
                 data = await reader.read(READ_BYTES)
-        except TimeoutError:
-            raise ServerSilent(f"the model server at {where} said nothing for "
-                               f"{timeout_s:g} s") from None
-        except OSError as exc:
-            raise ServerDown(f"the model server at {where} dropped the connection: "
-                             f"{exc.strerror or exc}") from None
         conn.receive_data(data)
+
+
+class BlockingAnswer:
+    """An answer read on a worker thread (``blocking_post``): every read bounded
+    by the timeout and its failures split by cause, as ``Response``'s are."""
+
+    def __init__(self, answer: http.client.HTTPResponse, where: str, timeout_s: float,
+                 server: str) -> None:
+        self.status = answer.status
+        self._answer = answer
+        self._where = where
+        self._timeout_s = timeout_s
+        self._server = server
+
+    def read(self, size: int = READ_BYTES) -> bytes:
+        """Up to ``size`` bytes as soon as some come (b"" at the end)."""
+        with failures(self._where, self._timeout_s, server=self._server):
+            return self._answer.read1(size)
+
+    def text(self, limit: int = MAX_ERROR_BYTES) -> str:
+        got = b""
+        while len(got) < limit and (data := self.read()):
+            got += data
+        return got[:limit].decode("utf-8", "replace")
+
+
+@contextlib.contextmanager
+def blocking_post(endpoint: Endpoint, route: str, body: bytes, *, headers: Mapping[str, str],
+                  timeout_s: float, server: str) -> Iterator[BlockingAnswer]:
+    """One POST on the standard library's ``http.client``, for a caller that
+    may block its thread (a stage's worker); the connection is closed on
+    leaving, whatever is left unread."""
+    where = f"{endpoint}{route}"
+    kind = http.client.HTTPSConnection if endpoint.tls else http.client.HTTPConnection
+    conn = kind(endpoint.host, endpoint.port, timeout=timeout_s)
+    try:
+        with failures(where, timeout_s, connecting=True, server=server):
+            conn.connect()
+        with failures(where, timeout_s, server=server):
+            conn.request("POST", endpoint.base + route, body,
+                         {"Content-Length": str(len(body)), **headers})
+            try:
+                answer = conn.getresponse()
+            except http.client.HTTPException as exc:
+                raise ServerBroken(f"the {server} at {where} broke HTTP: {exc!r}") from None
+        yield BlockingAnswer(answer, where, timeout_s, server)
+    finally:
+        conn.close()
 
 
 def server_events(data: bytes, pending: bytearray) -> list[str]:

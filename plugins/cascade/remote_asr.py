@@ -5,10 +5,11 @@ way, as do faster-whisper servers and OpenAI itself.
 
 ``RemoteAsr`` stands where ``WhisperAsr`` does: ``transcribe`` is called on the
 listener's worker thread and blocks it, so the HTTP is the standard library's
-(``http.client``), one connection a turn, every wait bounded by
-``timeout_s``. A server that is down, silent or refusing raises ``AsrServerError``
-with a line that names it; the listener's request fails and the session
-hears an ``error``, and its next turn asks again.
+(``engines.model_http.blocking_post``), one connection a turn, every wait
+bounded by ``timeout_s``. A server that is down, silent or refusing raises
+``engines.model_http``'s error for that cause, with a line that names it;
+the listener's request fails and the session hears an ``error``, and its next
+turn asks again.
 
 Variables (``gateway.model_flags`` sets them from ``--asr-*``):
 ``DUPLEX_GATEWAY_ASR_URL``, ``DUPLEX_GATEWAY_ASR_API_KEY``,
@@ -18,18 +19,23 @@ Variables (``gateway.model_flags`` sets them from ``--asr-*``):
 
 from __future__ import annotations
 
-import http.client
 import io
 import json
 import uuid
 import wave
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 import numpy as np
 import numpy.typing as npt
 
+from engines.model_http import (
+    Endpoint,
+    ModelServerError,
+    ServerBroken,
+    ServerRefused,
+    blocking_post,
+)
 from plugins.base import Progress
 
 URL_ENV = "DUPLEX_GATEWAY_ASR_URL"
@@ -40,8 +46,10 @@ DEFAULT_MODEL = "whisper-1"
 RATE = 16000
 
 
-class AsrServerError(RuntimeError):
-    """The speech server could not transcribe a turn; says why, for people."""
+# what a failed turn raises: ``engines.model_http``'s errors, split by cause
+AsrServerError = ModelServerError
+SERVER = "speech server"
+ROUTE = "/audio/transcriptions"
 
 
 class RemoteAsr:
@@ -49,15 +57,8 @@ class RemoteAsr:
 
     def __init__(self, url: str, *, api_key: str | None = None, model: str = DEFAULT_MODEL,
                  timeout_s: float = 10.0) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"{URL_ENV}={url!r}: a speech server's API base is "
-                             "http[s]://HOST[:PORT]/PATH")
+        self._endpoint = Endpoint.parse(url, SERVER)
         self.url = url.rstrip("/")
-        self._tls = parts.scheme == "https"
-        self._host = parts.hostname
-        self._port = parts.port or (443 if self._tls else 80)
-        self._path = parts.path.rstrip("/") + "/audio/transcriptions"
         self._api_key = api_key
         self._model = model
         self._timeout_s = timeout_s
@@ -81,33 +82,21 @@ class RemoteAsr:
     def transcribe(self, pcm16k: npt.NDArray[Any]) -> str:
         """The words in ``pcm16k`` (mono, 16 kHz, int16 or float in [-1, 1])."""
         body, boundary = _form(self._model, _wav(pcm16k))
-        headers = {"Content-Type": f"multipart/form-data; boundary={boundary}",
-                   "Content-Length": str(len(body))}
+        headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
-        where = f"{self.url}/audio/transcriptions"
-        kind = http.client.HTTPSConnection if self._tls else http.client.HTTPConnection
-        conn = kind(self._host, self._port, timeout=self._timeout_s)
-        try:
-            conn.request("POST", self._path, body, headers)
-            answer = conn.getresponse()
-            text = answer.read().decode("utf-8", "replace")
-        except TimeoutError:
-            raise AsrServerError(f"the speech server at {where} said nothing for "
-                                 f"{self._timeout_s:g} s") from None
-        except OSError as exc:
-            raise AsrServerError(f"the speech server at {where} is unreachable: "
-                                 f"{exc.strerror or exc}") from None
-        finally:
-            conn.close()
+        where = f"{self._endpoint}{ROUTE}"
+        with blocking_post(self._endpoint, ROUTE, body, headers=headers,
+                           timeout_s=self._timeout_s, server=SERVER) as answer:
+            text = answer.text(limit=1 << 20)
         if answer.status != 200:
-            raise AsrServerError(f"the speech server at {where} refused the turn "
-                                 f"(HTTP {answer.status}): {text[:300]}")
+            raise ServerRefused(f"the {SERVER} at {where} refused the turn "
+                                f"(HTTP {answer.status}): {text[:300]}", answer.status)
         try:
             return str(json.loads(text)["text"]).strip()
         except (ValueError, LookupError, TypeError):
-            raise AsrServerError(f"the speech server at {where} answered {text[:120]!r}, "
-                                 "not a transcription") from None
+            raise ServerBroken(f"the {SERVER} at {where} answered {text[:120]!r}, "
+                               "not a transcription") from None
 
 
 def _wav(pcm16k: npt.NDArray[Any]) -> bytes:

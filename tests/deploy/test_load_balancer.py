@@ -8,13 +8,7 @@ session's owner, and every event arrives exactly once."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import shutil
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,11 +20,11 @@ if _E2E not in sys.path:
     sys.path.insert(0, _E2E)
 
 from client import RealtimeClient, last_seq, resume  # noqa: E402
-from gateway_process import REPO, GatewayProcess, stop_all  # noqa: E402
+from gateway_process import GatewayProcess, stop_all  # noqa: E402
+from haproxy_process import INSTALLED, balancing  # noqa: E402
 from redis_server import ReplicatedRedis, free_port  # noqa: E402
 
-HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
-pytestmark = pytest.mark.skipif(not os.path.exists(HAPROXY),
+pytestmark = pytest.mark.skipif(not INSTALLED,
                                 reason="haproxy is not installed (apt-get install haproxy)")
 
 
@@ -59,32 +53,10 @@ def gateways(redis: ReplicatedRedis, tmp_path_factory: pytest.TempPathFactory,
         stop_all(procs)
 
 
-def wait_listening(port: int, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:  # haproxy says nothing when it listens: poll
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"haproxy is not listening on {port}")
-
-
 @pytest.fixture(scope="module")
 def balancer(gateways: list[GatewayProcess]) -> Iterator[str]:
-    port = free_port()
-    env = {**os.environ, "DG_LISTEN": f"127.0.0.1:{port}",
-           "DG_GATEWAY1": gateways[0].address, "DG_GATEWAY2": gateways[1].address}
-    config = REPO / "deploy" / "haproxy.cfg"
-    check = subprocess.run([HAPROXY, "-c", "-f", str(config)], env=env,
-                           capture_output=True, text=True, check=False)
-    assert check.returncode == 0, check.stdout + check.stderr
-    proc = subprocess.Popen([HAPROXY, "-db", "-f", str(config)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        wait_listening(port)
-        yield f"127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    with balancing(gateways) as address:
+        yield address
 
 
 async def both_up(balancer: str) -> None:

@@ -2,7 +2,7 @@
 server it reaches over HTTP (``--llm-url``), against real server processes
 started here — ``fake_llm_server.py`` (deterministic, and slow, silent,
 refusing or down on command) and llama.cpp's own HTTP server on CPU
-(``llamacpp_server.py``, skipped without xllamacpp).
+(``deploy/model_server.py``, skipped without xllamacpp).
 """
 
 from __future__ import annotations
@@ -67,9 +67,10 @@ class FakeServer:
 
 
 class LlamaCppServer(FakeServer):
-    """``llamacpp_server.py``: llama.cpp's HTTP server on ``model`` (a GGUF path)."""
+    """``deploy/model_server.py``: llama.cpp's HTTP server on ``model`` (a GGUF
+    path), the model server the clustered deployment runs."""
 
-    script = "llamacpp_server.py"
+    script = str(HERE.parent.parent / "deploy" / "model_server.py")  # absolute: / keeps it
 
 
 def shipped_model(name: str) -> str:

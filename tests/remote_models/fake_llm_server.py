@@ -20,6 +20,13 @@ prefix cache that holds one conversation.
 ``POST /v1/audio/transcriptions`` answers ``transcript`` (``/control`` sets it)
 for any WAV file, and logs its length (``transcribed``).
 
+``POST /v1/audio/speech`` speaks its ``input`` with the piper voice the
+cascade ships (deterministic), as OpenAI's ``pcm``: 24 kHz 16-bit mono, streamed
+in pieces cut mid-sample; it logs each request (``spoken``) and the streams
+the client dropped (``speech_disconnects``). Its own ``speech_mode`` (set by
+``/control``, apart from the chat's ``mode``): ``normal``, ``slow``
+(``speech_delay_s`` before each piece), ``hang`` or ``refuse`` (503).
+
 ``POST /control`` sets ``mode``: ``normal``, ``slow`` (``delay_s`` between
 chunks), ``hang`` (never answers), ``refuse`` (503), ``hold`` (streams wait
 for ``POST /release``), and broken: ``garbage`` (an event that is no JSON),
@@ -65,6 +72,10 @@ class State:
         self.released = asyncio.Event()
         self.transcript = "What is the weather in Oslo?"
         self.transcribed: list[dict[str, Any]] = []
+        self.spoken: list[dict[str, Any]] = []
+        self.speech_disconnects = 0
+        self.speech_mode = "normal"
+        self.speech_delay_s = 0.0
 
 
 STATE = State()
@@ -191,6 +202,50 @@ async def transcriptions(request: Request) -> Response:
     return JSONResponse({"text": STATE.transcript})
 
 
+SPEECH_PIECE = 4801  # bytes: odd, so pieces end mid-sample as a network may cut them
+_voice: Any = None
+
+
+def _speak(text: str) -> bytes:
+    """``text`` in piper's joe voice, resampled to OpenAI's 24 kHz ``pcm``."""
+    global _voice
+    import numpy as np
+    import soxr
+
+    from plugins.cascade.talker import PiperTts
+
+    if _voice is None:
+        _voice = PiperTts(deterministic=True)
+    pcm = np.concatenate([np.zeros(1, np.int16), *_voice.synthesize(text)])
+    out = soxr.resample(pcm, _voice.sample_rate, 24000)
+    return np.asarray(np.clip(out, -32768, 32767), "<i2").tobytes()
+
+
+async def speech(request: Request) -> Response:
+    body = await request.json()
+    STATE.spoken.append({k: body.get(k) for k in ("input", "model", "voice", "response_format")}
+                        | {"authorization": request.headers.get("authorization")})
+    if STATE.speech_mode == "hang":
+        await asyncio.Event().wait()
+    if STATE.speech_mode == "refuse":
+        return JSONResponse({"error": {"message": "no voice for you"}}, status_code=503)
+    audio = await asyncio.to_thread(_speak, str(body.get("input") or ""))
+    return StreamingResponse(_speech_stream(audio), media_type="audio/pcm")
+
+
+async def _speech_stream(audio: bytes) -> AsyncIterator[bytes]:
+    finished = False
+    try:
+        for start in range(0, len(audio), SPEECH_PIECE):
+            if STATE.speech_mode == "slow":
+                await asyncio.sleep(STATE.speech_delay_s)
+            yield audio[start:start + SPEECH_PIECE]
+        finished = True
+    finally:
+        if not finished:
+            STATE.speech_disconnects += 1
+
+
 async def models(request: Request) -> Response:
     if STATE.mode == "nameless":
         return JSONResponse({"object": "list", "data": []})
@@ -202,6 +257,8 @@ async def control(request: Request) -> Response:
     STATE.mode = body.get("mode", STATE.mode)
     STATE.delay_s = float(body.get("delay_s", STATE.delay_s))
     STATE.transcript = body.get("transcript", STATE.transcript)
+    STATE.speech_mode = body.get("speech_mode", STATE.speech_mode)
+    STATE.speech_delay_s = float(body.get("speech_delay_s", STATE.speech_delay_s))
     if STATE.mode != "hold":
         STATE.released.set()
     else:
@@ -216,6 +273,7 @@ async def release(request: Request) -> Response:
 
 async def log(request: Request) -> Response:
     return JSONResponse({"requests": STATE.requests, "transcribed": STATE.transcribed,
+                         "spoken": STATE.spoken, "speech_disconnects": STATE.speech_disconnects,
                          "disconnects": STATE.disconnects,
                          "completed": STATE.completed, "open": STATE.open,
                          "most_open": STATE.most_open, "at": time.time()})
@@ -225,6 +283,7 @@ app = Starlette(routes=[
     Route("/v1/chat/completions", completions, methods=["POST"]),
     Route("/v1/models", models),
     Route("/v1/audio/transcriptions", transcriptions, methods=["POST"]),
+    Route("/v1/audio/speech", speech, methods=["POST"]),
     Route("/control", control, methods=["POST"]),
     Route("/release", release, methods=["POST"]),
     Route("/log", log),

@@ -1,4 +1,4 @@
-"""The thinker on llama.cpp's own HTTP server (``llamacpp_server.py``: the
+"""The thinker on llama.cpp's own HTTP server (``deploy/model_server.py``: the
 ``xllamacpp`` wheel listening on a port), a real model on CPU: the
 conversation's second turn reuses the first's prefix from the server's cache,
 a reply that must call makes a checked call, and a dropped stream frees the

@@ -7,7 +7,15 @@ import asyncio
 
 import pytest
 
-from engines.model_http import Endpoint, ServerBusy, ServerGate, server_events
+from engines.model_http import (
+    Endpoint,
+    ServerBusy,
+    ServerDown,
+    ServerGate,
+    ServerSilent,
+    failures,
+    server_events,
+)
 
 
 def test_an_endpoint_is_read_from_the_api_base() -> None:
@@ -58,3 +66,16 @@ async def test_a_waiter_gives_up_after_the_timeout() -> None:
             async with gate.slot():
                 pass
     assert gate.waiting == 0
+
+
+def test_a_wait_that_fails_is_worded_by_its_cause() -> None:
+    where = "http://gpu-1:8000/v1/audio/speech"
+    cases = [(True, TimeoutError(), ServerSilent, "did not accept a connection within 2 s"),
+             (False, TimeoutError(), ServerSilent, "said nothing for 2 s"),
+             (True, ConnectionRefusedError(111, "Connection refused"), ServerDown,
+              "is unreachable: Connection refused"),
+             (False, ConnectionResetError(), ServerDown, "dropped the connection")]
+    for connecting, cause, kind, words in cases:
+        with pytest.raises(kind, match=f"^the speech server at {where} {words}"):
+            with failures(where, 2, connecting=connecting, server="speech server"):
+                raise cause
