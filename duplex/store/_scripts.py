@@ -20,7 +20,11 @@ def _source(name: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Scripts:
+    admit: AsyncScript
     open: AsyncScript
+    readmit: AsyncScript
+    release: AsyncScript
+    forget: AsyncScript
     renew: AsyncScript
     bump_epoch: AsyncScript
     append_events: AsyncScript
