@@ -130,7 +130,7 @@ class WriteBatcher:
             if not conn.is_connected:
                 # the class's own connect: a Sentinel-managed one asks for the primary
                 # (send_packed_command would reconnect to the address it last had)
-                await conn.connect()
+                await conn.connect()  # type: ignore[no-untyped-call]
             try:
                 return await _send_and_read(conn, commands)
             except (rx.ConnectionError, rx.TimeoutError):
@@ -174,12 +174,15 @@ class WriteBatcher:
         due = min(w.due for w in batch)
         try:
             async with asyncio.timeout_at(due if due < math.inf else None):
+                await self._nodes.discover()
                 replies = await self._replies(batch)
         except TimeoutError:
+            self._nodes.stale()
             for w in batch:
                 _fail(w, self._late(w.op))
             return
         except rx.RedisError as exc:  # the connection, after redis-py's retries
+            self._nodes.heard(exc)
             for w in batch:
                 _fail(w, domain_error(w.op, exc))
             return
@@ -243,6 +246,9 @@ class WriteBatcher:
         if durable:
             commands.append(("WAIT", self._replica_acks, self._wait_ms))
         raw = await self._exchange(node, commands)
+        for r in raw:
+            if isinstance(r, rx.RedisError):
+                self._nodes.heard(r)
         replies = [_reply(w.op, r) for w, r in zip(batch, raw, strict=False)]
         if durable:
             acked = int(raw[-1])

@@ -29,7 +29,7 @@ class StoreCalls:
         if replica_acks < 0:
             raise ValueError("replica_acks must be >= 0")
         self._r = client
-        self._nodes = Nodes.of(client)
+        self._nodes = Nodes(client)
         self._timeout_s = timeout_s
         self._replica_acks = replica_acks
         # WAIT must answer well inside the operation's own timeout
@@ -43,8 +43,10 @@ class StoreCalls:
     async def _run(self, op: str, call: Awaitable[T]) -> T:
         try:
             async with asyncio.timeout(self._timeout_s):
+                await self._nodes.discover()
                 return await call
         except TimeoutError as exc:
+            self._nodes.stale()
             raise StoreUnavailable(
                 f"Redis did not answer {op} within {self._timeout_s} s"
             ) from exc
