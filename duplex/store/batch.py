@@ -207,7 +207,7 @@ class WriteBatcher:
         missing = [i for i, r in enumerate(replies) if isinstance(r, rx.NoScriptError)]
         moved = [i for i, r in enumerate(replies) if isinstance(r, _Moved)]
         if moved:
-            await self._nodes.refresh()
+            await self._nodes.refresh(moved=True)
         if missing or moved:
             # A session has one write in flight (its worker awaits it), so re-sending
             # these alone cannot put one of its writes behind a later one.

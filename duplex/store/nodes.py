@@ -36,6 +36,7 @@ class Nodes:
         self._cluster: RedisCluster | None = None
         self._checked = False
         self._stale = False
+        self._moved = False  # a MOVED was heard: the next refresh is not put off
         self._refreshed = 0.0
         self._clients: dict[tuple[str, int], aioredis.Redis] = {}
 
@@ -59,6 +60,7 @@ class Nodes:
         """A reply or failure that may mean the slots moved (MOVED, ASK, a node gone)."""
         if isinstance(exc, _TOPOLOGY):
             self._stale = True
+            self._moved = self._moved or isinstance(exc, rx.MovedError)
 
     def stale(self) -> None:
         """The map of slots should be asked again before the next call."""
@@ -76,18 +78,20 @@ class Nodes:
                 self._refreshed = time.monotonic()
                 self._stale = False
         elif self._stale:
-            await self.refresh()
+            await self.refresh(moved=self._moved)
 
-    async def refresh(self) -> None:
-        """Ask the map of slots again now (after MOVED, a failover)."""
+    async def refresh(self, *, moved: bool = False) -> None:
+        """Ask the map of slots again: at once after MOVED (the slot has moved for
+        sure), else at most every ``_REFRESH_EVERY_S`` (a failing node makes every
+        call fail together)."""
         if self._cluster is None:
             if not self._checked:
                 await self.discover()
             return
-        if time.monotonic() - self._refreshed < _REFRESH_EVERY_S:
+        if not moved and time.monotonic() - self._refreshed < _REFRESH_EVERY_S:
             return
         self._refreshed = time.monotonic()
-        self._stale = False
+        self._stale = self._moved = False
         await self._cluster.nodes_manager.initialize()
 
     async def aclose(self) -> None:
