@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 import redis
+from redis_server import RedisServer, free_port
 
 from duplex.store.embedded import wait_until
-from redis_server import RedisServer, free_port
 
 NODE_TIMEOUT_MS = 1000
 SLOTS = 16384
