@@ -122,6 +122,12 @@ class ValkeyCluster:
         if not wait_until(promoted, timeout_s, 0.05):
             raise RuntimeError(f"no failover within {timeout_s} s:\n{self.nodes()}")
 
+    def rejoin(self, server: RedisServer, timeout_s: float = 30.0) -> None:
+        """Start a killed node again and wait until it is a replica in sync."""
+        server.start()
+        if not wait_until(self.healthy, timeout_s, 0.05):
+            raise RuntimeError(f"{server.url} did not rejoin:\n{self.nodes()}")
+
     def _live_ok(self) -> bool:
         live = [s for s in self.servers if s.proc is not None and s.proc.poll() is None]
         return all("cluster_state:ok" in _ask(s, "CLUSTER", "INFO") for s in live)

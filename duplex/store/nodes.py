@@ -14,6 +14,7 @@ follow its write on the same connection).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -35,6 +36,7 @@ class Nodes:
         self._seed = client
         self._cluster: RedisCluster | None = None
         self._checked = False
+        self._discovering = asyncio.Lock()
         self._stale = False
         self._moved = False  # a MOVED was heard: the next refresh is not put off
         self._refreshed = 0.0
@@ -70,15 +72,25 @@ class Nodes:
         """Learn once whether the seed is a cluster node; later, ask the map of
         slots again if a call found it stale."""
         if not self._checked:
-            info = await self._seed.info("cluster")
-            self._checked = True
-            if int(info.get("cluster_enabled", 0)):
-                self._cluster = self._topology()
-                await self._cluster.initialize()
-                self._refreshed = time.monotonic()
-                self._stale = False
+            async with self._discovering:  # two first calls at once ask once
+                if not self._checked:
+                    await self._check()
         elif self._stale:
             await self.refresh(moved=self._moved)
+
+    async def _check(self) -> None:
+        info = await self._seed.info("cluster")
+        if int(info.get("cluster_enabled", 0)):
+            cluster = self._topology()
+            try:
+                await cluster.initialize()
+            except BaseException:
+                await cluster.aclose()
+                raise
+            self._cluster = cluster
+            self._refreshed = time.monotonic()
+            self._stale = False
+        self._checked = True
 
     async def refresh(self, *, moved: bool = False) -> None:
         """Ask the map of slots again: at once after MOVED (the slot has moved for
