@@ -171,7 +171,8 @@ def load_worker(url: str, seconds: float, index: int) -> None:
         for sid, incarnation in opened:
             args, _ = append_args(sid, owner, incarnation, [(seq, EVENT)], max_len=20000,
                                   now=time.time())
-            pipe.evalsha(sha, 3, keys.meta(sid), keys.journal(sid), keys.LEASES, *args)
+            pipe.evalsha(sha, 3, keys.meta(sid), keys.journal(sid),
+                        keys.leases(keys.bucket_of(sid)), *args)
         pipe.execute()
         done += len(opened)
     print(f"DONE {done}", flush=True)

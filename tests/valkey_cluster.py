@@ -29,7 +29,7 @@ def _ask(server: RedisServer, *command: Any) -> Any:
 
 
 class ValkeyCluster:
-    def __init__(self, primaries: int = 3) -> None:
+    def __init__(self, primaries: int = 3, *, replicas: bool = True) -> None:
         extra = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                  "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
                  "--cluster-require-full-coverage", "no",
@@ -37,7 +37,7 @@ class ValkeyCluster:
                  "--cluster-replica-validity-factor", "0",
                  "--repl-diskless-sync-delay", "0")
         # the bus port is the data port + 10000 unless given: a free port may be too high
-        self.bus_ports = [free_port() for _ in range(2 * primaries)]
+        self.bus_ports = [free_port() for _ in range((1 + replicas) * primaries)]
         servers = [RedisServer(extra=(*extra, "--cluster-port", str(bus)))
                    for bus in self.bus_ports]
         self.primaries, self.replicas = servers[:primaries], servers[primaries:]
@@ -66,7 +66,7 @@ class ValkeyCluster:
             _ask(server, "CLUSTER", "MEET", "127.0.0.1", first.port, self.bus_ports[0])
         if not wait_until(lambda: all(self._knows_all(s) for s in self.servers), timeout_s, 0.05):
             raise RuntimeError("the cluster's nodes did not all meet")
-        for primary, replica in zip(self.primaries, self.replicas, strict=True):
+        for primary, replica in zip(self.primaries, self.replicas, strict=False):
             _ask(replica, "CLUSTER", "REPLICATE", self.node_id(primary))
         if not wait_until(self.healthy, timeout_s, 0.05):
             raise RuntimeError("the cluster did not come up:\n" + self.nodes())
