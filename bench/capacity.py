@@ -5,7 +5,7 @@ Valkey primary sustains.
     .venv/bin/python bench/capacity.py [--sessions 16] [--seconds 20] [--workers 1]
                                        [--client-procs 1] [--load-procs 2]
                                        [--load-seconds 8] [--gateways 10] [--json FILE]
-                                       [--from-json FILE]
+                                       [--from-json FILE] [--primaries 1,3]
 
 1. **The gateway's cost per session.** ``relay.py``'s real-time sessions (tone
    plugin: a turn every 3 s, reply audio while the next turn streams in) against
@@ -26,6 +26,10 @@ Valkey primary sustains.
    10,000 sessions, and for ``--gateways`` gateways sharing one primary, each
    at 1/``--gateways`` of the sessions. Every input is a figure measured in
    steps 1 and 2 of this run; the one assumption is ``CORE_BUSY_MAX``.
+
+4. **On a Valkey Cluster** (``--primaries 1,3``): the load of step 2 on a cluster
+   of each size in turn (``cluster_scaling.py``): what each primary carries in
+   sessions, at the per-session costs of step 1, and how the total scales.
 
 This is the gateway's own cost (the tone plugin, no models). How many *cascade*
 sessions a box holds at the latency target is ``bench/voice_latency.py
@@ -283,8 +287,8 @@ def fleet(m: Measured, gateways: int, total: int) -> list[str]:
         f"{total * m.bytes_out * 8 / 1e9:.3f} Gbit/s; journals {total * journal_mb(m) / 1024:,.1f}"
         f" GB of memory",
         f"  primaries that load needs at {100 * CORE_BUSY_MAX:.0f}% busy: "
-        f"{max(1, math.ceil(worst / CORE_BUSY_MAX))} (one fleet cannot be split over "
-        f"several today: bench/README.md); one primary carries about "
+        f"{max(1, math.ceil(worst / CORE_BUSY_MAX))} (as a Valkey Cluster: --primaries); "
+        f"one primary carries about "
         f"{one_primary(m):,.0f} sessions",
     ]
 
@@ -328,11 +332,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", metavar="FILE", help="also write the measured figures here")
     p.add_argument("--from-json", metavar="FILE",
                    help="measure nothing: redo the paper from a --json file")
+    p.add_argument("--primaries", metavar="N,N",
+                   help="also run step 2's load on a Valkey Cluster of each size")
     p.add_argument("--load-worker", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--cluster-load-worker", type=int, help=argparse.SUPPRESS)
     p.add_argument("--url", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.load_worker is not None:
         load_worker(args.url, args.load_seconds, args.load_worker)
+        return 0
+    if args.cluster_load_worker is not None:
+        import cluster_scaling
+        cluster_scaling.load_worker(args.url, args.load_seconds, args.cluster_load_worker, EVENT)
         return 0
     if args.from_json:
         report(Measured(**json.loads(Path(args.from_json).read_text())), args.gateways)
@@ -346,6 +357,13 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     report(m, args.gateways)
+    if args.primaries:
+        import cluster_scaling
+        runs = [cluster_scaling.measure(int(n), args.load_procs, args.load_seconds, __file__)
+                for n in args.primaries.split(",")]
+        print()
+        for line in cluster_scaling.report(runs, m.scripts, m.commands, CORE_BUSY_MAX):
+            print(line)
     print(f"load average now {relay.loadavg()}")
     if args.json:
         Path(args.json).write_text(json.dumps(asdict(m), indent=1))
