@@ -53,6 +53,8 @@ from pathlib import Path
 
 import redis
 
+# this tree's duplex, not an installed one, also in the load processes it starts
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import proctree
 import relay

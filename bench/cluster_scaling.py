@@ -5,8 +5,8 @@ cluster's total scales with its primaries.
 
 Each load process opens its sessions through ``RedisSessionStore`` (which finds
 the cluster by its first ping and puts every session in its bucket's slot), then
-sends one ``append_events`` per session per round trip through redis-py's
-``RedisCluster`` pipeline (split per primary). Around the run it reads every
+sends one ``append_events`` per session per round, one pipeline per primary (as
+the store's write batcher does). Around the run it reads every
 primary's ``INFO commandstats`` and CPU (``/proc``): a primary's ceiling is its
 calls over its CPU time, as in step 2.
 """
@@ -69,21 +69,31 @@ def load_worker(url: str, seconds: float, index: int, event: str) -> None:
 
     owner = f"load-{index}"
     opened = asyncio.run(_open(url, owner, index))
-    r = RedisCluster.from_url(url)
-    sha = r.script_load(_source("_lib") + "\n" + _source("append_events"))
+    cluster = RedisCluster.from_url(url)
+    sha = cluster.script_load(_source("_lib") + "\n" + _source("append_events"))
+    by_node: dict[str, list[tuple[str, int]]] = {}
+    nodes: dict[str, redis.Redis] = {}
+    for sid, incarnation in opened:  # as the store's batcher: a pipeline per primary
+        node = cluster.get_node_from_key(keys.meta(sid))
+        by_node.setdefault(node.name, []).append((sid, incarnation))
+        nodes[node.name] = redis.Redis(host=node.host, port=node.port)
     print("READY", flush=True)
     start_at = float(sys.stdin.readline())
     time.sleep(max(0.0, start_at - time.time()))
     deadline, seq, done = start_at + seconds, 0, 0
     while time.time() < deadline:
         seq += 1
-        pipe = r.pipeline()
-        for sid, incarnation in opened:
-            args, _ = append_args(sid, owner, incarnation, [(seq, event)], max_len=20000,
-                                  now=time.time())
-            pipe.evalsha(sha, 3, keys.meta(sid), keys.journal(sid),
-                         keys.leases(keys.bucket_of(sid)), *args)
-        pipe.execute()
+        pipes = []
+        for name, sessions in by_node.items():
+            pipe = nodes[name].pipeline(transaction=False)
+            for sid, incarnation in sessions:
+                args, _ = append_args(sid, owner, incarnation, [(seq, event)],
+                                      max_len=20000, now=time.time())
+                pipe.evalsha(sha, 3, keys.meta(sid), keys.journal(sid),
+                             keys.leases(keys.bucket_of(sid)), *args)
+            pipes.append(pipe)
+        for pipe in pipes:
+            pipe.execute()
         done += len(opened)
     print(f"DONE {done}", flush=True)
 

@@ -133,6 +133,24 @@ class FleetStore(StoreCalls):
                 replies[i] = reply
         return replies
 
+    async def _due(self, indexes: list[str], due: str, limit: int) -> list[list[str]]:
+        """Each index's members due by ``due`` (ms) with their scores: one call per
+        primary (``due_buckets.lua``), whatever the number of buckets."""
+        groups: dict[int, list[int]] = defaultdict(list)
+        clients: dict[int, aioredis.Redis] = {}
+        for i, key in enumerate(indexes):
+            node = self._node(key)
+            groups[id(node)].append(i)
+            clients[id(node)] = node
+        rows: list[list[str]] = [[] for _ in indexes]
+        for group, members in groups.items():
+            named = [indexes[i] for i in members]
+            found = await self._run("claim_expired", self._s.due_buckets(
+                keys=named[:1], args=[due, limit, *named], client=clients[group]))
+            for i, row in zip(members, found, strict=True):
+                rows[i] = row
+        return rows
+
     # -- the reaper -------------------------------------------------------------------
 
     async def claim_expired(
@@ -154,9 +172,8 @@ class FleetStore(StoreCalls):
         await self._reconcile_admitted(now)
         due = codec.num(now * 1000)
         indexes = (keys.expiring, keys.leases)  # abandoned claims first: the oldest work
-        probes = await self._per_node("claim_expired", [
-            (index(b), ("ZRANGEBYSCORE", index(b), "-inf", due, "WITHSCORES", "LIMIT", 0, limit))
-            for b in range(keys.BUCKETS) for index in indexes])
+        probes = await self._due(
+            [index(b) for b in range(keys.BUCKETS) for index in indexes], due, limit)
         # the `limit` most overdue, every bucket together: how many to claim in each
         candidates = sorted(
             (kind, float(score), n // 2)
