@@ -93,6 +93,9 @@ class Measured:
     ceiling_commands: float = 0.0  # every command (inside scripts too) per core-second
     load_rate: float = 0.0  # what the load generators reached
     load_valkey_busy: float = 0.0  # Valkey's share of a core meanwhile
+    # the reaper's look at every bucket (ZRANGEBYSCORE in due_buckets.lua), per gateway
+    # process per second: a cost of the process, not of its sessions
+    sweep_commands_s: float = 0.0
 
 
 def valkey_counts(r: redis.Redis) -> tuple[dict[str, int], int, int, int]:
@@ -124,6 +127,8 @@ def measure_gateway(args: argparse.Namespace, tmp: Path) -> Measured:
     # INFO itself is a command (and bytes): leave the bench's own reads out
     by_command = {k: (v - calls0.get(k, 0)) / ss for k, v in calls1.items()
                   if k != "info" and v > calls0.get(k, 0)}
+    # the reaper's sweep reads every bucket whatever the sessions: per process, not session
+    sweep = by_command.pop("zrangebyscore", 0.0)
     held, why = run.held()
     return Measured(
         sessions=n, workers=args.workers, held="yes" if held else f"NO ({why})",
@@ -132,7 +137,8 @@ def measure_gateway(args: argparse.Namespace, tmp: Path) -> Measured:
         scripts=by_command.get("evalsha", 0.0) + by_command.get("eval", 0.0),
         bytes_in=(in1 - in0) / ss, bytes_out=(out1 - out0) / ss,
         rss_kb=(peak_kb - idle_kb) / n, idle_rss_mb=idle_kb / 1024,
-        valkey_kb_s=(mem1 - mem0) / 1024 / ss, by_command=by_command)
+        valkey_kb_s=(mem1 - mem0) / 1024 / ss, by_command=by_command,
+        sweep_commands_s=sweep * ss / (run.session_seconds / n) / max(1, args.workers))
 
 
 # -- step 2: one Valkey primary at full load ------------------------------------------
@@ -307,6 +313,8 @@ def report(m: Measured, gateways: int) -> None:
     mix = ", ".join(f"{k} {v:.2f}" for k, v in sorted(m.by_command.items(),
                                                     key=lambda kv: -kv[1])[:8])
     print(f"  commands per session-second by name: {mix}")
+    print(f"  the reaper's sweep, per gateway process: {m.sweep_commands_s:,.0f} commands/s "
+          f"(ZRANGEBYSCORE of every bucket's two indexes, in one script call a primary)")
     print(f"  one Valkey primary: {m.load_rate:,.0f} append_events/s reached, Valkey "
           f"{100 * m.load_valkey_busy:.0f}% of a core busy: {m.ceiling_us:.1f} us CPU per "
           f"call, so {m.ceiling_scripts:,.0f} calls/s or {m.ceiling_commands:,.0f} "
