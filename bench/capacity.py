@@ -5,7 +5,7 @@ Valkey primary sustains.
     .venv/bin/python bench/capacity.py [--sessions 16] [--seconds 20] [--workers 1]
                                        [--client-procs 1] [--load-procs 2]
                                        [--load-seconds 8] [--gateways 10] [--json FILE]
-                                       [--from-json FILE]
+                                       [--from-json FILE] [--primaries 1,3]
 
 1. **The gateway's cost per session.** ``relay.py``'s real-time sessions (tone
    plugin: a turn every 3 s, reply audio while the next turn streams in) against
@@ -26,6 +26,10 @@ Valkey primary sustains.
    10,000 sessions, and for ``--gateways`` gateways sharing one primary, each
    at 1/``--gateways`` of the sessions. Every input is a figure measured in
    steps 1 and 2 of this run; the one assumption is ``CORE_BUSY_MAX``.
+
+4. **On a Valkey Cluster** (``--primaries 1,3``): the load of step 2 on a cluster
+   of each size in turn (``cluster_scaling.py``): what each primary carries in
+   sessions, at the per-session costs of step 1, and how the total scales.
 
 This is the gateway's own cost (the tone plugin, no models). How many *cascade*
 sessions a box holds at the latency target is ``bench/voice_latency.py
@@ -49,6 +53,8 @@ from pathlib import Path
 
 import redis
 
+# this tree's duplex, not an installed one, also in the load processes it starts
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import proctree
 import relay
@@ -87,6 +93,9 @@ class Measured:
     ceiling_commands: float = 0.0  # every command (inside scripts too) per core-second
     load_rate: float = 0.0  # what the load generators reached
     load_valkey_busy: float = 0.0  # Valkey's share of a core meanwhile
+    # the reaper's look at every bucket (ZRANGEBYSCORE in due_buckets.lua), per gateway
+    # process per second: a cost of the process, not of its sessions
+    sweep_commands_s: float = 0.0
 
 
 def valkey_counts(r: redis.Redis) -> tuple[dict[str, int], int, int, int]:
@@ -118,6 +127,8 @@ def measure_gateway(args: argparse.Namespace, tmp: Path) -> Measured:
     # INFO itself is a command (and bytes): leave the bench's own reads out
     by_command = {k: (v - calls0.get(k, 0)) / ss for k, v in calls1.items()
                   if k != "info" and v > calls0.get(k, 0)}
+    # the reaper's sweep reads every bucket whatever the sessions: per process, not session
+    sweep = by_command.pop("zrangebyscore", 0.0)
     held, why = run.held()
     return Measured(
         sessions=n, workers=args.workers, held="yes" if held else f"NO ({why})",
@@ -126,7 +137,8 @@ def measure_gateway(args: argparse.Namespace, tmp: Path) -> Measured:
         scripts=by_command.get("evalsha", 0.0) + by_command.get("eval", 0.0),
         bytes_in=(in1 - in0) / ss, bytes_out=(out1 - out0) / ss,
         rss_kb=(peak_kb - idle_kb) / n, idle_rss_mb=idle_kb / 1024,
-        valkey_kb_s=(mem1 - mem0) / 1024 / ss, by_command=by_command)
+        valkey_kb_s=(mem1 - mem0) / 1024 / ss, by_command=by_command,
+        sweep_commands_s=sweep * ss / (run.session_seconds / n) / max(1, args.workers))
 
 
 # -- step 2: one Valkey primary at full load ------------------------------------------
@@ -171,7 +183,8 @@ def load_worker(url: str, seconds: float, index: int) -> None:
         for sid, incarnation in opened:
             args, _ = append_args(sid, owner, incarnation, [(seq, EVENT)], max_len=20000,
                                   now=time.time())
-            pipe.evalsha(sha, 3, keys.meta(sid), keys.journal(sid), keys.LEASES, *args)
+            pipe.evalsha(sha, 3, keys.meta(sid), keys.journal(sid),
+                        keys.leases(keys.bucket_of(sid)), *args)
         pipe.execute()
         done += len(opened)
     print(f"DONE {done}", flush=True)
@@ -282,8 +295,8 @@ def fleet(m: Measured, gateways: int, total: int) -> list[str]:
         f"{total * m.bytes_out * 8 / 1e9:.3f} Gbit/s; journals {total * journal_mb(m) / 1024:,.1f}"
         f" GB of memory",
         f"  primaries that load needs at {100 * CORE_BUSY_MAX:.0f}% busy: "
-        f"{max(1, math.ceil(worst / CORE_BUSY_MAX))} (one fleet cannot be split over "
-        f"several today: bench/README.md); one primary carries about "
+        f"{max(1, math.ceil(worst / CORE_BUSY_MAX))} (as a Valkey Cluster: --primaries); "
+        f"one primary carries about "
         f"{one_primary(m):,.0f} sessions",
     ]
 
@@ -300,6 +313,8 @@ def report(m: Measured, gateways: int) -> None:
     mix = ", ".join(f"{k} {v:.2f}" for k, v in sorted(m.by_command.items(),
                                                     key=lambda kv: -kv[1])[:8])
     print(f"  commands per session-second by name: {mix}")
+    print(f"  the reaper's sweep, per gateway process: {m.sweep_commands_s:,.0f} commands/s "
+          f"(ZRANGEBYSCORE of every bucket's two indexes, in one script call a primary)")
     print(f"  one Valkey primary: {m.load_rate:,.0f} append_events/s reached, Valkey "
           f"{100 * m.load_valkey_busy:.0f}% of a core busy: {m.ceiling_us:.1f} us CPU per "
           f"call, so {m.ceiling_scripts:,.0f} calls/s or {m.ceiling_commands:,.0f} "
@@ -327,11 +342,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", metavar="FILE", help="also write the measured figures here")
     p.add_argument("--from-json", metavar="FILE",
                    help="measure nothing: redo the paper from a --json file")
+    p.add_argument("--primaries", metavar="N,N",
+                   help="also run step 2's load on a Valkey Cluster of each size")
     p.add_argument("--load-worker", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--cluster-load-worker", type=int, help=argparse.SUPPRESS)
     p.add_argument("--url", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.load_worker is not None:
         load_worker(args.url, args.load_seconds, args.load_worker)
+        return 0
+    if args.cluster_load_worker is not None:
+        import cluster_scaling
+        cluster_scaling.load_worker(args.url, args.load_seconds, args.cluster_load_worker, EVENT)
         return 0
     if args.from_json:
         report(Measured(**json.loads(Path(args.from_json).read_text())), args.gateways)
@@ -345,6 +367,13 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     report(m, args.gateways)
+    if args.primaries:
+        import cluster_scaling
+        runs = [cluster_scaling.measure(int(n), args.load_procs, args.load_seconds, __file__)
+                for n in args.primaries.split(",")]
+        print()
+        for line in cluster_scaling.report(runs, m.scripts, m.commands, CORE_BUSY_MAX):
+            print(line)
     print(f"load average now {relay.loadavg()}")
     if args.json:
         Path(args.json).write_text(json.dumps(asdict(m), indent=1))

@@ -111,6 +111,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from duplex.store import keys  # noqa: E402
 from duplex.store.embedded import stop_child  # noqa: E402
 
 READY = re.compile(r"duplex-gateway ready: http://([^/\s]+)/")
@@ -452,7 +453,7 @@ async def connect_once(url: str, samples: ConnectSamples | None) -> None:
 
 async def xrange_once(redis: Any, s: Journaled, samples: ResumeSamples | None) -> None:
     """The baseline: the same K journal entries, straight from Valkey."""
-    key = f"dg:{{{s.session_id}}}:journal"
+    key = keys.journal(s.session_id)
     t0 = time.perf_counter()
     got: list[Any] = []
     start = f"({s.cursor}-1"

@@ -68,16 +68,18 @@ async def run(url: str, writes: int, batch: int, rounds: int) -> None:
 
         async def per_command(i: int) -> None:
             s = sid(i)
+            leases = keys.leases(keys.bucket_of(s))
             await old._run("renew", old._s.renew(
-                keys=[keys.meta(s), keys.LEASES], args=[s, "bench", 1, codec.num(2.0)]))
+                keys=[keys.meta(s), leases], args=[s, "bench", 1, codec.num(2.0)]))
 
         async def batched(i: int) -> None:
             await new.renew(sid(i), "bench", 1, 2.0)
 
         async def plain(i: int) -> None:
             s = sid(i)
+            leases = keys.leases(keys.bucket_of(s))
             async with asyncio.timeout(2.0):
-                await new._r.evalsha(new._s.renew.sha, 2, keys.meta(s), keys.LEASES,
+                await new._r.evalsha(new._s.renew.sha, 2, keys.meta(s), leases,
                                      s, "bench", 1, codec.num(2.0))
 
         ways = [("per-command timeouts", 1, per_command), ("batched, alone", 1, batched),

@@ -1,7 +1,8 @@
 """The Lua scripts, read from package files and registered on a client.
 
 ``_lib.lua`` is prepended to each script so the fence and lease rules exist
-once. ``register_script`` objects re-load themselves on NOSCRIPT (a restarted
+once; not to one that starts with flags (``#!lua flags=…``), which must come
+first. ``register_script`` objects re-load themselves on NOSCRIPT (a restarted
 server has an empty script cache).
 """
 
@@ -20,7 +21,11 @@ def _source(name: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Scripts:
+    admit: AsyncScript
     open: AsyncScript
+    readmit: AsyncScript
+    release: AsyncScript
+    forget: AsyncScript
     renew: AsyncScript
     bump_epoch: AsyncScript
     append_events: AsyncScript
@@ -37,11 +42,12 @@ class Scripts:
     take_over: AsyncScript
     claim_expired: AsyncScript
     finish_expiry: AsyncScript
+    due_buckets: AsyncScript
 
     @classmethod
     def register(cls, client: aioredis.Redis) -> Scripts:
         lib = _source("_lib")
-        loaded = {
-            f.name: client.register_script(lib + "\n" + _source(f.name)) for f in fields(cls)
-        }
+        sources = {f.name: _source(f.name) for f in fields(cls)}
+        loaded = {name: client.register_script(text if text.startswith("#!") else lib + "\n" + text)
+                  for name, text in sources.items()}
         return cls(**loaded)

@@ -20,6 +20,12 @@ the store uses has no per-command socket timeout (``connect(socket_timeouts=Fals
 With ``replica_acks``, a batch holding a durable write (a journaled event, an
 epoch) ends with one WAIT; it covers every write before it on the connection.
 
+On a cluster a batch is split by the primary that holds each write's slot: one
+pipeline (and one WAIT) per primary, sent together. A session's keys share one
+slot, so its writes still reach one server in order. A write answered MOVED (its
+slot went to another primary) is sent once more after the map of slots is asked
+again; other slot trouble (ASK, TRYAGAIN, CLUSTERDOWN) is ``StoreUnavailable``.
+
 Bounded (I8): ``BatchLimits``. A write beyond ``max_queued`` is refused as
 ``StoreUnavailable``: a store that far behind is down, to its callers.
 """
@@ -42,6 +48,7 @@ from redis.commands.core import AsyncScript
 from duplex.errors import StoreUnavailable
 from duplex.store.client import follow_primary
 from duplex.store.errors import domain_error
+from duplex.store.nodes import Nodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,17 +74,18 @@ class _Write:
 
 
 class WriteBatcher:
-    def __init__(self, client: aioredis.Redis, *, timeout_s: float | None,
+    def __init__(self, nodes: Nodes, *, timeout_s: float | None,
                  replica_acks: int, wait_ms: int,
                  limits: BatchLimits = DEFAULT_LIMITS) -> None:
-        self._r = client
+        self._nodes = nodes
         self._timeout_s = timeout_s
         self._replica_acks = replica_acks
         self._wait_ms = wait_ms
         self.limits = limits
         self._queue: deque[_Write] = deque()
         self._task: asyncio.Task[None] | None = None
-        self._conn: Connection | None = None  # taken from the client's pool, kept
+        # one connection per primary, taken from its client's pool and kept
+        self._conns: dict[int, tuple[aioredis.Redis, Connection]] = {}
         self.pipelines = 0  # sent, for tests and the curious
         self.writes = 0
 
@@ -102,25 +110,27 @@ class WriteBatcher:
                 await self._task
         while self._queue:
             _fail(self._queue.popleft(), StoreUnavailable("the store is closed"))
-        if self._conn is not None:
-            conn, self._conn = self._conn, None
-            await self._r.connection_pool.release(conn)
+        conns, self._conns = self._conns, {}
+        for node, conn in conns.values():
+            await node.connection_pool.release(conn)
 
-    async def _exchange(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+    async def _exchange(self, node: aioredis.Redis,
+                        commands: list[tuple[Any, ...]]) -> list[Any]:
         """Send ``commands`` at once and read every reply, on the batcher's own
         connection (one batch is out at a time): redis-py's ``Pipeline`` costs about
         as much again as the commands (its pool round, reset and bookkeeping). A
         connection found broken (say the server restarted since) is connected again
         and the whole batch sent once more, as redis-py retries a pipeline: every
         script is safe to run twice. The connect has its own bounded retries."""
-        if self._conn is None:
-            self._conn = await self._r.connection_pool.get_connection()  # type: ignore[no-untyped-call]
-        conn = self._conn
+        if id(node) not in self._conns:
+            taken = await node.connection_pool.get_connection()  # type: ignore[no-untyped-call]
+            self._conns[id(node)] = (node, taken)
+        conn = self._conns[id(node)][1]
         for attempt in range(2):
             if not conn.is_connected:
                 # the class's own connect: a Sentinel-managed one asks for the primary
                 # (send_packed_command would reconnect to the address it last had)
-                await conn.connect()
+                await conn.connect()  # type: ignore[no-untyped-call]
             try:
                 return await _send_and_read(conn, commands)
             except (rx.ConnectionError, rx.TimeoutError):
@@ -164,12 +174,15 @@ class WriteBatcher:
         due = min(w.due for w in batch)
         try:
             async with asyncio.timeout_at(due if due < math.inf else None):
+                await self._nodes.discover()
                 replies = await self._replies(batch)
         except TimeoutError:
+            self._nodes.stale()
             for w in batch:
                 _fail(w, self._late(w.op))
             return
         except rx.RedisError as exc:  # the connection, after redis-py's retries
+            self._nodes.heard(exc)
             for w in batch:
                 _fail(w, domain_error(w.op, exc))
             return
@@ -190,33 +203,59 @@ class WriteBatcher:
     async def _replies(self, batch: list[_Write]) -> list[Any]:
         """Each write's reply or error, with one reload of scripts a restarted server
         lost (NOSCRIPT), as ``register_script`` objects do one at a time."""
-        replies = await self._pipeline(batch)
+        replies = await self._per_node(batch)
         missing = [i for i, r in enumerate(replies) if isinstance(r, rx.NoScriptError)]
-        if missing:
+        moved = [i for i, r in enumerate(replies) if isinstance(r, _Moved)]
+        if moved:
+            await self._nodes.refresh(moved=True)
+        if missing or moved:
             # A session has one write in flight (its worker awaits it), so re-sending
             # these alone cannot put one of its writes behind a later one.
-            for script in {id(batch[i].script): batch[i].script for i in missing}.values():
-                await self._r.script_load(script.script)
-            again = await self._pipeline([batch[i] for i in missing])
-            for i, reply in zip(missing, again, strict=True):
+            for i in missing:
+                node = self._nodes.for_key(batch[i].keys[0])
+                await node.script_load(batch[i].script.script)
+            again_at = sorted(missing + moved)
+            again = await self._per_node([batch[i] for i in again_at])
+            for i, reply in zip(again_at, again, strict=True):
+                replies[i] = reply
+        return [r.error if isinstance(r, _Moved) else r for r in replies]
+
+    async def _per_node(self, batch: Sequence[_Write]) -> list[Any]:
+        """One pipeline per primary, sent together; replies in ``batch``'s order."""
+        groups: dict[int, list[int]] = {}
+        nodes: dict[int, aioredis.Redis] = {}
+        for i, w in enumerate(batch):
+            node = self._nodes.for_key(w.keys[0])
+            groups.setdefault(id(node), []).append(i)
+            nodes[id(node)] = node
+        if len(groups) == 1:
+            return await self._pipeline(next(iter(nodes.values())), batch)
+        answers = await asyncio.gather(*(
+            self._pipeline(nodes[g], [batch[i] for i in members])
+            for g, members in groups.items()))
+        replies: list[Any] = [None] * len(batch)
+        for members, answer in zip(groups.values(), answers, strict=True):
+            for i, reply in zip(members, answer, strict=True):
                 replies[i] = reply
         return replies
 
-    async def _pipeline(self, batch: Sequence[_Write]) -> list[Any]:
+    async def _pipeline(self, node: aioredis.Redis, batch: Sequence[_Write]) -> list[Any]:
         commands: list[tuple[Any, ...]] = [
             ("EVALSHA", w.script.sha, len(w.keys), *w.keys, *w.args) for w in batch]
         durable = self._replica_acks > 0 and any(w.durable for w in batch)
         if durable:
             commands.append(("WAIT", self._replica_acks, self._wait_ms))
-        raw = await self._exchange(commands)
-        replies = [domain_error(w.op, r) if isinstance(r, rx.RedisError)
-                   and not isinstance(r, rx.NoScriptError) else r
-                   for w, r in zip(batch, raw, strict=False)]
+        raw = await self._exchange(node, commands)
+        for r in raw:
+            if isinstance(r, rx.RedisError):
+                self._nodes.heard(r)
+        replies = [_reply(w.op, r) for w, r in zip(batch, raw, strict=False)]
         if durable:
             acked = int(raw[-1])
             if acked < self._replica_acks:
                 # perhaps a deposed primary: the retry should reach the new one
-                await follow_primary(self._r)
+                await follow_primary(node)
+                self._nodes.stale()
                 for i, w in enumerate(batch):
                     if w.durable and not isinstance(replies[i], BaseException):
                         replies[i] = StoreUnavailable(
@@ -256,6 +295,21 @@ async def _send_and_read(conn: Connection, commands: list[tuple[Any, ...]]) -> l
         except rx.ResponseError as exc:  # this command's error; read on: the rest follow
             replies.append(exc)
     return replies
+
+
+@dataclass(frozen=True, slots=True)
+class _Moved:
+    """A write answered MOVED: sent again once the slots are known anew."""
+
+    error: Exception
+
+
+def _reply(op: str, reply: Any) -> Any:
+    if isinstance(reply, rx.NoScriptError) or not isinstance(reply, rx.RedisError):
+        return reply
+    if isinstance(reply, rx.MovedError):
+        return _Moved(domain_error(op, reply))
+    return domain_error(op, reply)
 
 
 def _fail(w: _Write, exc: BaseException) -> None:

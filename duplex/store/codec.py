@@ -12,6 +12,11 @@ def num(value: float) -> str:
     return repr(float(value))
 
 
+def ms(seconds: float) -> str:
+    """Seconds as whole milliseconds."""
+    return str(round(seconds * 1000))
+
+
 def opt(value: int | None) -> str:
     """``None`` travels as the empty string."""
     return "" if value is None else str(value)

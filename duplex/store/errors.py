@@ -36,8 +36,10 @@ _BY_CODE: dict[str, Callable[[str], DuplexError]] = {
 }
 
 # Replies that mean "this server cannot serve now" (failover, memory, a stuck
-# script), not "your call is wrong". LOADING is already a ConnectionError.
-_UNAVAILABLE = (rx.ReadOnlyError, rx.OutOfMemoryError, rx.ClusterDownError, rx.TryAgainError)
+# script, a cluster slot that moved or is moving), not "your call is wrong".
+# LOADING is already a ConnectionError.
+_UNAVAILABLE = (rx.ReadOnlyError, rx.OutOfMemoryError, rx.ClusterDownError, rx.TryAgainError,
+                rx.AskError)
 _UNAVAILABLE_CODES = ("NOREPLICAS", "BUSY")
 
 

@@ -160,6 +160,8 @@ from typing import TypeVar  # noqa: E402
 
 import redis.asyncio as aioredis  # noqa: E402
 
+from duplex.store import keys  # noqa: E402
+
 T = TypeVar("T")
 
 
@@ -191,13 +193,13 @@ def valkey(data_dir: Path) -> aioredis.Redis:
 async def journal(r: aioredis.Redis, session_id: str) -> list[dict[str, Any]]:
     """The session's journaled server events, oldest first."""
     entries: list[tuple[str, dict[str, str]]] = await r.xrange(  # type: ignore[assignment]
-        f"dg:{{{session_id}}}:journal")
+        keys.journal(session_id))
     return [json.loads(fields["event"]) for _, fields in entries]
 
 
 async def meta(r: aioredis.Redis, session_id: str) -> dict[str, str]:
     found: dict[str, str] = await r.hgetall(  # type: ignore[assignment]
-        f"dg:{{{session_id}}}:meta")
+        keys.meta(session_id))
     return found
 
 

@@ -8,6 +8,8 @@ import pytest
 from client import RealtimeClient, expect_error, speak, valkey
 from gateway_process import GatewayProcess, running_tone
 
+from duplex.store import keys
+
 
 @pytest.fixture(scope="module")
 def bounded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
@@ -52,7 +54,7 @@ async def test_an_ended_session_stays_only_as_long_as_configured(
     await c.close()
     r = valkey(bounded.data_dir)
     try:
-        ttl_ms = await r.pttl(f"dg:{{{sid}}}:meta")
+        ttl_ms = await r.pttl(keys.meta(sid))
         assert 0 < ttl_ms <= 7000, ttl_ms
     finally:
         await r.aclose()

@@ -22,6 +22,7 @@ from client import b64, reply_pcm, silence, tone
 from gateway_process import GatewayProcess
 from websockets.exceptions import ConnectionClosed
 
+from duplex.store import keys
 from plugins.tone import decode_turn
 from plugins.tone.reply import reply_words
 
@@ -260,7 +261,7 @@ async def journal(url: str, session_id: str, after: int = 0) -> list[tuple[int, 
     """A second read of the session's journal, straight from Redis with redis-py."""
     r = aioredis.from_url(url, decode_responses=True, protocol=2)
     try:
-        entries = await r.xrange(f"dg:{{{session_id}}}:journal",
+        entries = await r.xrange(keys.journal(session_id),
                                  f"({after}-1" if after else "-", "+")
     finally:
         await r.aclose()
@@ -279,7 +280,7 @@ async def meta(url: str, session_id: str) -> dict[str, str]:
     """The session's lease record, straight from the Redis at ``url``."""
     r = aioredis.from_url(url, decode_responses=True, protocol=2)
     try:
-        return dict(await r.hgetall(f"dg:{{{session_id}}}:meta"))
+        return dict(await r.hgetall(keys.meta(session_id)))
     finally:
         await r.aclose()
 

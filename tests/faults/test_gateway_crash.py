@@ -31,6 +31,7 @@ from fault_helpers import (
 )
 from redis_server import RedisServer
 
+from duplex.store import keys
 from gateway.audio import resample, ulaw_decode, ulaw_encode
 from plugins.tone import decode_turn
 
@@ -129,8 +130,8 @@ async def test_sigterm_hands_sessions_over_at_once(moment: str, redis_server: Re
     assert await s.wait_closed() == 1012  # "service restart": resume elsewhere
     raw = aioredis.from_url(redis_server.url, decode_responses=True, protocol=2)
     try:
-        assert await raw.zscore("dg:owners", owner_a) is None  # A retired its owner id
-        meta = await raw.hgetall(f"dg:{{{sid}}}:meta")
+        assert await raw.zscore(keys.OWNERS, owner_a) is None  # A retired its owner id
+        meta = await raw.hgetall(keys.meta(sid))
         assert meta["state"] == "open" and meta["owner"] == owner_a
         assert meta["detached_at"] != "", meta  # detached: its grace is running
     finally:

@@ -31,6 +31,7 @@ from fault_helpers import (
 )
 from redis_server import RedisServer
 
+from duplex.store import keys
 from plugins.tone import decode_turn
 
 LONG = 100  # words of the reply that is streaming when the fault hits (about 21 s)
@@ -294,8 +295,8 @@ async def test_journaled_events_redis_took_back_are_journaled_again(
     sid = created["session"]["id"]
     r = aioredis.from_url(redis_server.url, decode_responses=True, protocol=2)
     try:
-        keep, last = await r.eval(_ROLL_BACK, 2, f"dg:{{{sid}}}:meta",
-                                  f"dg:{{{sid}}}:journal", 3)
+        keep, last = await r.eval(_ROLL_BACK, 2, keys.meta(sid),
+                                  keys.journal(sid), 3)
     finally:
         await r.aclose()
     assert (keep, last) == (last - 3, last) and max(seqs(s.messages)) >= last

@@ -18,6 +18,7 @@ from gateway_process import running_tone
 from redis_server import RedisServer
 
 from duplex import limits
+from duplex.store import keys
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -72,7 +73,7 @@ async def used_memory(data_dir: Path) -> int:
 async def retained_bytes(data_dir: Path) -> int:
     r = valkey(data_dir)
     try:
-        return int(await r.hget("dg:retained_sizes", "*") or 0)
+        return int(await r.hget(keys.RETAINED_SIZES, "*") or 0)
     finally:
         await r.aclose()
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from duplex.store import RedisSessionStore, SessionRecord
+from collections.abc import Callable
+
+import redis.asyncio as aioredis
+
+from duplex.store import RedisSessionStore, SessionRecord, keys
 
 NOW = 1_700_000_000.0
 OWNER = "gw-a"
@@ -26,3 +30,16 @@ async def open_session(
         max_sessions=max_sessions, max_sessions_per_owner=per_owner,
         idle_ttl_s=idle_ttl_s, grace_s=grace_s,
     )
+
+
+def leases_of(sid: str) -> str:
+    """The lease index of ``sid``'s bucket."""
+    return keys.leases(keys.bucket_of(sid))
+
+
+async def indexed(raw: aioredis.Redis, index: Callable[[int], str]) -> int:
+    """How many sessions one kind of bucket index holds, every bucket together."""
+    pipe = raw.pipeline(transaction=False)
+    for bucket in range(keys.BUCKETS):
+        pipe.zcard(index(bucket))
+    return sum(await pipe.execute())

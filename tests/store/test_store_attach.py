@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 import redis.asyncio as aioredis
-from store_helpers import NOW, OWNER
+from store_helpers import NOW, OWNER, leases_of
 
 from duplex import lease
 from duplex.errors import InvalidRequest, LeaseLost, SessionStateError
@@ -20,7 +20,7 @@ async def test_detach_starts_grace_once(
     assert await store.detach("s1", 1, NOW + 9) is False  # retried: grace not restarted
     rec = await store.get("s1")
     assert rec is not None and rec.detached_at == NOW + 5
-    assert await raw.zscore("dg:leases", "s1") == (NOW + 5 + 30) * 1000
+    assert await raw.zscore(leases_of("s1"), "s1") == (NOW + 5 + 30) * 1000
     assert lease.expiry(rec.lease(), NOW + 35) is lease.ExpiryReason.DISCONNECT_GRACE
 
 
@@ -41,7 +41,7 @@ async def test_resume_rotates_token_and_bumps_generation(
     rec = await store.resume("s1", "digest-1", 1, "digest-2", OWNER, NOW + 8)
     assert (rec.generation, rec.detached_at, rec.resume_token_digest) == (2, None, "digest-2")
     assert rec.last_activity == NOW + 8
-    assert await raw.zscore("dg:leases", "s1") == (NOW + 8 + 60) * 1000
+    assert await raw.zscore(leases_of("s1"), "s1") == (NOW + 8 + 60) * 1000
     again = await store.resume("s1", "digest-1", 1, "digest-2", OWNER, NOW + 8)
     assert again == rec  # a retried resume that already won gets the same answer
 

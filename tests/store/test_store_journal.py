@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 import redis.asyncio as aioredis
-from store_helpers import NOW, OWNER
+from store_helpers import NOW, OWNER, leases_of
 
 from duplex.errors import InvalidRequest, LeaseLost, SessionStateError
 from duplex.journal import ReplayVerdict, plan_replay
-from duplex.store import RedisSessionStore, SessionRecord, StoreConflict
+from duplex.store import RedisSessionStore, SessionRecord, StoreConflict, keys
 
 
 def events(first: int, last: int) -> list[tuple[int, str]]:
@@ -31,7 +31,7 @@ async def test_i4_retried_and_overlapping_batches_are_never_duplicated(
     await store.append_events("s1", OWNER, 1, events(1, 3), max_len=100)
     assert await store.append_events("s1", OWNER, 1, events(1, 3), max_len=100) == 3
     assert await store.append_events("s1", OWNER, 1, events(2, 5), max_len=100) == 5
-    assert await raw.xlen("dg:{s1}:journal") == 5
+    assert await raw.xlen(keys.journal("s1")) == 5
     assert await store.read_journal("s1", 0) == events(1, 5)
     assert await store.append_events("s1", OWNER, 1, [], max_len=100) == 5
 
@@ -45,7 +45,7 @@ async def test_gaps_are_rejected_before_any_write(
     with pytest.raises(StoreConflict) as err:
         await store.append_events("s1", OWNER, 1, batch, max_len=100)
     assert err.value.code == "journal_gap"
-    assert await raw.xlen("dg:{s1}:journal") == 3
+    assert await raw.xlen(keys.journal("s1")) == 3
     rec = await store.get("s1")
     assert rec is not None and rec.last_seq == 3
 
@@ -80,7 +80,7 @@ async def test_i8_maxlen_bounds_the_journal(
     for first in range(1, 1001, 100):
         await store.append_events("s1", OWNER, 1, events(first, first + 99), max_len=100)
     # MAXLEN ~ trims whole stream nodes (100 entries by default), never below max_len
-    assert 100 <= await raw.xlen("dg:{s1}:journal") < 300
+    assert 100 <= await raw.xlen(keys.journal("s1")) < 300
     oldest, last = await store.journal_bounds("s1")
     assert last == 1000 and oldest is not None and oldest > 1
 
@@ -92,7 +92,7 @@ async def test_activity_and_high_water_marks(
     await store.append_events("s1", OWNER, 1, events(2, 2), max_len=9, now=NOW + 1, turn_id=2)
     rec = await store.get("s1")
     assert rec is not None and (rec.last_activity, rec.turn_id, rec.epoch) == (NOW + 3, 4, 0)
-    assert await raw.zscore("dg:leases", "s1") == (NOW + 3 + 60) * 1000
+    assert await raw.zscore(leases_of("s1"), "s1") == (NOW + 3 + 60) * 1000
 
 
 async def test_bounds_and_trim(session: SessionRecord, store: RedisSessionStore) -> None:

@@ -10,11 +10,11 @@ from typing import cast
 
 import pytest
 import redis.asyncio as aioredis
-from store_helpers import NOW, OWNER, open_session
+from store_helpers import NOW, OWNER, indexed, leases_of, open_session
 
 from duplex import lease
 from duplex.errors import CapacityError, SessionStateError
-from duplex.store import RedisSessionStore, SessionRecord, connect
+from duplex.store import RedisSessionStore, SessionRecord, connect, keys
 
 IDLE = lease.ExpiryReason.IDLE_TTL.value
 GRACE = lease.ExpiryReason.DISCONNECT_GRACE.value
@@ -22,7 +22,7 @@ IDLE_DUE = NOW + 60  # open_session's default idle_ttl_s
 
 
 async def meta(raw: aioredis.Redis, sid: str) -> dict[str, str]:
-    return cast(dict[str, str], await raw.hgetall(f"dg:{{{sid}}}:meta"))
+    return cast(dict[str, str], await raw.hgetall(keys.meta(sid)))
 
 
 # -- heartbeats ------------------------------------------------------------------------
@@ -34,11 +34,11 @@ async def test_heartbeat_keeps_an_owner_alive_until_its_deadline(
     assert not await store.owner_alive(OWNER, NOW)  # never beat: dead
     await store.heartbeat_owner(OWNER, NOW, 3.0)
     await store.heartbeat_owner(OWNER, NOW, 3.0)  # re-sent: same deadline
-    assert await raw.zscore("dg:owners", OWNER) == (NOW + 3) * 1000
+    assert await raw.zscore(keys.OWNERS, OWNER) == (NOW + 3) * 1000
     assert await store.owner_alive(OWNER, NOW + 2.999)
     assert not await store.owner_alive(OWNER, NOW + 3)  # now >= deadline: dead
     await store.heartbeat_owner(OWNER, NOW - 10, 3.0)  # late beat: never moves back
-    assert await raw.zscore("dg:owners", OWNER) == (NOW + 3) * 1000
+    assert await raw.zscore(keys.OWNERS, OWNER) == (NOW + 3) * 1000
     await store.heartbeat_owner(OWNER, NOW + 1, 3.0)
     assert await store.owner_alive(OWNER, NOW + 3.5)
 
@@ -67,7 +67,7 @@ async def test_an_owner_address_is_given_only_while_its_owner_lives(
     assert await store.owner_address("gw-quiet", NOW) is None
     await store.retire_owner(OWNER)
     assert await store.owner_address(OWNER, NOW) is None
-    assert await raw.hget("dg:owner_addresses", OWNER) is None  # retiring removes it
+    assert await raw.hget(keys.OWNER_ADDRESSES, OWNER) is None  # retiring removes it
 
 
 # -- claims ----------------------------------------------------------------------------
@@ -85,7 +85,7 @@ async def test_claims_follow_the_lease_rules_idle_and_grace(
     assert await store.claim_expired(OWNER, IDLE_DUE) == [("idle", IDLE, OWNER)]
     m = await meta(raw, "idle")
     assert (m["state"], m["expiring_by"]) == ("expiring", OWNER)
-    assert await raw.zscore("dg:leases", "idle") is None
+    assert await raw.zscore(leases_of("idle"), "idle") is None
     # a claimed session keeps its admission slot until it is ended
     assert await store.list_owned(OWNER) == ["gone", "idle"]
     rec = await store.get("idle")
@@ -106,7 +106,7 @@ async def test_sessions_that_never_expire_are_never_claimed(
 ) -> None:
     await open_session(store, "forever", idle_ttl_s=None)
     assert await store.claim_expired(OWNER, NOW + 1e9) == []
-    assert await raw.zscore("dg:leases", "forever") == math.inf
+    assert await raw.zscore(leases_of("forever"), "forever") == math.inf
 
 
 async def test_a_live_owners_sessions_go_only_to_that_owner(
@@ -133,13 +133,15 @@ async def test_the_meta_hash_decides_not_a_stale_score(
     store: RedisSessionStore, raw: aioredis.Redis
 ) -> None:
     await open_session(store, "s1")
-    await raw.zadd("dg:leases", {"s1": NOW * 1000})  # stale: meta says NOW + 60
-    await raw.zadd("dg:leases", {"ghost": NOW * 1000})  # meta never existed
+    await raw.zadd(leases_of("s1"), {"s1": NOW * 1000})  # stale: meta says NOW + 60
+    await raw.zadd(leases_of("ghost"), {"ghost": NOW * 1000})  # meta never existed
     await open_session(store, "ended")
     await store.close_session("ended", OWNER, 1)
-    await raw.zadd("dg:leases", {"ended": NOW * 1000})
+    await raw.zadd(leases_of("ended"), {"ended": NOW * 1000})
     assert await store.claim_expired(OWNER, NOW + 10) == []
-    assert await raw.zrange("dg:leases", 0, -1, withscores=True) == [("s1", IDLE_DUE * 1000)]
+    for sid in ("ghost", "ended"):
+        assert await raw.zscore(leases_of(sid), sid) is None
+    assert await raw.zrange(leases_of("s1"), 0, -1, withscores=True) == [("s1", IDLE_DUE * 1000)]
 
 
 async def test_limit_bounds_one_claim(store: RedisSessionStore) -> None:
@@ -183,7 +185,7 @@ async def test_concurrent_claimers_get_each_session_exactly_once(
     for n, got in enumerate(results):
         for sid in got:
             assert (await meta(raw, sid))["expiring_by"] == f"gw-{n}"
-    assert await raw.zcard("dg:leases") == 0 and await raw.zcard("dg:expiring") == 20
+    assert await indexed(raw, keys.leases) == 0 and await indexed(raw, keys.expiring) == 20
 
 
 async def test_an_abandoned_claim_is_offered_again(
@@ -223,13 +225,13 @@ async def test_finish_journals_one_terminal_at_the_next_seq(
     event = json.loads(text)
     assert (seq, event["server_event_seq"], event["type"]) == (4, 4, "session.expired")
     assert event == {**json.loads(EXPIRED), "server_event_seq": 4}
-    assert await raw.xlen("dg:{s1}:journal") == 4
+    assert await raw.xlen(keys.journal("s1")) == 4
     rec = await store.get("s1")
     assert rec is not None and (rec.state, rec.last_seq, rec.generation) == ("expired", 4, 2)
     assert await store.list_owned(OWNER) == []
-    assert await raw.zscore("dg:expiring", "s1") is None
+    assert await raw.zscore(keys.expiring(keys.bucket_of("s1")), "s1") is None
     for key in ("meta", "journal"):
-        assert 0 < await raw.pttl(f"dg:{{s1}}:{key}") <= 3_600_000
+        assert 0 < await raw.pttl(keys.session_key("s1", key)) <= 3_600_000
 
 
 async def test_a_claim_holds_the_admission_slot_until_finished(
@@ -252,7 +254,7 @@ async def test_finish_without_a_claim_appends_nothing(
     assert await store.finish_expiry("nope", OWNER, EXPIRED) is None
     await store.claim_expired("gw-b", IDLE_DUE)
     assert await store.finish_expiry("s1", "gw-c", EXPIRED) is None  # not the claimer
-    assert await raw.xlen("dg:{s1}:journal") == 0
+    assert await raw.xlen(keys.journal("s1")) == 0
     rec = await store.get("s1")
     assert rec is not None and rec.state == "expiring"
 
@@ -282,7 +284,7 @@ async def test_finish_does_not_repeat_a_terminal_the_dead_owner_journaled(
     # ... and the owner died before close_session
     await store.claim_expired("gw-b", IDLE_DUE)
     assert await store.finish_expiry("s1", "gw-b", EXPIRED) == 2
-    assert await raw.xlen("dg:{s1}:journal") == 2
+    assert await raw.xlen(keys.journal("s1")) == 2
     rec = await store.get("s1")
     assert rec is not None and rec.state == "expired"
 
@@ -293,7 +295,7 @@ async def test_the_owner_ends_its_own_claim_with_its_fenced_writes(
     await store.claim_expired(OWNER, IDLE_DUE)
     # the owner's runner: cleanup, the terminal event, then close (I5)
     await store.renew("s1", OWNER, 1, IDLE_DUE + 1)
-    assert await raw.zscore("dg:leases", "s1") is None  # a claim is not re-indexed
+    assert await raw.zscore(leases_of("s1"), "s1") is None  # a claim is not re-indexed
     expired = EXPIRED.replace('"server_event_seq":0', '"server_event_seq":1')
     assert await store.append_events("s1", OWNER, 1, [(1, expired)], max_len=100,
                                      now=IDLE_DUE + 1) == 1
@@ -302,7 +304,7 @@ async def test_the_owner_ends_its_own_claim_with_its_fenced_writes(
     rec = await store.get("s1")
     assert rec is not None and (rec.state, rec.last_seq) == ("expired", 1)
     assert await store.list_owned(OWNER) == []
-    assert await raw.zcard("dg:expiring") == 0 and await raw.zcard("dg:leases") == 0
+    assert await indexed(raw, keys.expiring) == 0 and await indexed(raw, keys.leases) == 0
     assert await store.finish_expiry("s1", OWNER, EXPIRED) is None
 
 

@@ -7,11 +7,11 @@ import math
 
 import pytest
 import redis.asyncio as aioredis
-from store_helpers import CONFIG, NOW, OWNER, open_session
+from store_helpers import CONFIG, NOW, OWNER, indexed, leases_of, open_session
 
 from duplex import lease
 from duplex.errors import CapacityError, InvalidRequest, LeaseLost, SessionStateError
-from duplex.store import RedisSessionStore, SessionRecord
+from duplex.store import RedisSessionStore, SessionRecord, keys
 
 META_FIELDS = {
     "state", "owner", "incarnation", "generation", "epoch", "turn_id", "last_seq",
@@ -29,9 +29,9 @@ async def test_open_creates_meta_lease_and_owner_slot(
         last_seq=0, state="open", config=CONFIG, resume_token_digest="digest-1",
         created_at=NOW, last_activity=NOW, detached_at=None, grace_s=30.0, idle_ttl_s=60.0,
     )
-    assert set(await raw.hgetall("dg:{s1}:meta")) == META_FIELDS
-    assert await raw.zscore("dg:leases", "s1") == (NOW + 60.0) * 1000
-    assert await raw.smembers("dg:owner:{gw-a}:sessions") == {"s1"}
+    assert set(await raw.hgetall(keys.meta("s1"))) == META_FIELDS
+    assert await raw.zscore(leases_of("s1"), "s1") == (NOW + 60.0) * 1000
+    assert await raw.smembers(keys.owner_sessions("gw-a")) == {"s1"}
     assert await store.get("s1") == rec
 
 
@@ -40,9 +40,9 @@ async def test_lease_index_mirrors_pure_lease_deadline(
 ) -> None:
     rec = await open_session(store, "s1", now=NOW + 0.25)
     due = lease.deadline(rec.lease())
-    assert due is not None and await raw.zscore("dg:leases", "s1") == round(due * 1000)
+    assert due is not None and await raw.zscore(leases_of("s1"), "s1") == round(due * 1000)
     await open_session(store, "forever", idle_ttl_s=None)
-    assert await raw.zscore("dg:leases", "forever") == math.inf
+    assert await raw.zscore(leases_of("forever"), "forever") == math.inf
     rec2 = await store.get("forever")
     assert rec2 is not None and lease.deadline(rec2.lease()) is None
 
@@ -53,7 +53,7 @@ async def test_retried_open_returns_the_same_session(
     first = await open_session(store, "s1", max_sessions=1)
     again = await open_session(store, "s1", max_sessions=1, now=NOW + 5)
     assert again == first
-    assert await raw.zcard("dg:leases") == 1
+    assert await indexed(raw, keys.leases) == 1
 
 
 @pytest.mark.parametrize(("owner", "digest"), [("gw-a", "other"), ("gw-b", "digest-1")])
@@ -83,7 +83,7 @@ async def test_per_owner_admission_limit(store: RedisSessionStore, raw: aioredis
         await open_session(store, "a2", owner="gw-a", per_owner=1)
     await open_session(store, "b1", owner="gw-b", per_owner=1)  # another owner has room
     await store.close_session("a1", "gw-a", 1)
-    assert await raw.scard("dg:owner:{gw-a}:sessions") == 0
+    assert await raw.scard(keys.owner_sessions("gw-a")) == 0
     await open_session(store, "a2", owner="gw-a", per_owner=1)
 
 
@@ -101,7 +101,7 @@ async def test_concurrent_opens_admit_exactly_max(
     admitted = [r for r in results if isinstance(r, SessionRecord)]
     refused = [r for r in results if isinstance(r, CapacityError)]
     assert (len(admitted), len(refused)) == (5, 35)
-    assert await raw.zcard("dg:leases") == 5
+    assert await indexed(raw, keys.leases) == 5
 
 
 async def test_concurrent_opens_of_one_owner_admit_exactly_its_limit(
@@ -121,7 +121,7 @@ async def test_renew_moves_activity_and_deadline(
     await store.renew("s1", OWNER, 1, NOW + 4)  # late: never goes backwards
     rec = await store.get("s1")
     assert rec is not None and rec.last_activity == NOW + 10
-    assert await raw.zscore("dg:leases", "s1") == (NOW + 70) * 1000
+    assert await raw.zscore(leases_of("s1"), "s1") == (NOW + 70) * 1000
 
 
 @pytest.mark.parametrize(("owner", "incarnation"), [("gw-b", 1), (OWNER, 2), (OWNER, 0)])
@@ -153,9 +153,9 @@ async def test_close_is_true_once_and_keeps_keys_for_a_while(
     assert await store.close_session("s1", OWNER, 1) is False
     rec = await store.get("s1")
     assert rec is not None and rec.state == "closed" and rec.generation == 2
-    assert await raw.zscore("dg:leases", "s1") is None
-    assert await raw.sismember("dg:owner:{gw-a}:sessions", "s1") == 0
-    assert 0 < await raw.pttl("dg:{s1}:meta") <= 3_600_000
+    assert await raw.zscore(leases_of("s1"), "s1") is None
+    assert await raw.sismember(keys.owner_sessions("gw-a"), "s1") == 0
+    assert 0 < await raw.pttl(keys.meta("s1")) <= 3_600_000
     with pytest.raises(SessionStateError) as err:
         await open_session(store, "s1")  # ids are never reused
     assert err.value.code == "session_exists"
@@ -181,7 +181,7 @@ async def test_close_expires_every_session_key(
     await store.history_append("s1", OWNER, 1, "item1", "{}")
     await store.close_session("s1", OWNER, 1)
     for key in ("meta", "journal", "history", "items"):
-        assert await raw.pttl(f"dg:{{s1}}:{key}") > 0, key
+        assert await raw.pttl(keys.session_key("s1", key)) > 0, key
 
 
 async def test_get_unknown_session_and_malformed_ids(store: RedisSessionStore) -> None:

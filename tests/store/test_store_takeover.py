@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 import redis.asyncio as aioredis
-from store_helpers import CONFIG, NOW, OWNER, open_session
+from store_helpers import CONFIG, NOW, OWNER, leases_of, open_session
 
 from duplex.errors import LeaseLost, SessionStateError
 from duplex.store import RedisSessionStore, SessionRecord
@@ -23,7 +23,7 @@ async def test_take_over_from_a_dead_owner_bumps_incarnation_once(
     assert again == rec
     assert (rec.owner, rec.incarnation, rec.last_activity) == (NEW, 2, NOW + 5)
     assert (rec.generation, rec.epoch, rec.config) == (1, 0, CONFIG)  # the rest stays
-    assert await raw.zscore("dg:leases", "s1") == (NOW + 5 + 60) * 1000
+    assert await raw.zscore(leases_of("s1"), "s1") == (NOW + 5 + 60) * 1000
     assert await store.list_owned(OWNER) == []
     assert await store.list_owned(NEW) == ["s1"]
     later = await store.take_over("s1", NEW, NOW + 9)  # the owner taking it again: no-op

@@ -20,6 +20,7 @@ from telnyx_emulator import new_call_id as new_telnyx_call
 from twilio_emulator import ulaw_silence, ulaw_tone
 from twilio_helpers import Peek
 
+from duplex.store import keys
 from plugins.tone import decode_turn
 
 WHOLE_REPLY_MS = (4 + 3) * 200  # words=3
@@ -50,7 +51,7 @@ async def one_turn(em: TelnyxEmulator | PlivoEmulator, turn: int) -> None:
 async def assert_relayed(peek: Peek, a: GatewayProcess, b: GatewayProcess, carrier: str,
                          call_id: str, sid: str | None, relayed_before: float) -> None:
     assert await peek.session_of(call_id, carrier) == sid
-    meta = await peek.raw.hgetall(f"dg:{{{sid}}}:meta")
+    meta = await peek.raw.hgetall(keys.meta(sid))
     assert (meta["owner"], meta["incarnation"]) == (await a.owner(), "1")  # never taken over
     types = [e["type"] for e in await peek.journal(str(sid))]
     assert types.count("session.created") == 1  # not forked

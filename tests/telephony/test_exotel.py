@@ -15,6 +15,7 @@ from gateway_process import GatewayProcess
 from redis_server import RedisServer
 from twilio_helpers import Peek
 
+from duplex.store import keys
 from plugins.tone import decode_turn
 
 WORD_MS = 200  # the tone plugin speaks each word as 200 ms of tone
@@ -220,7 +221,7 @@ async def test_a_second_stream_on_another_process_is_relayed_to_the_owner(
         await say_turn(second)
         await second.playout.heard(1, (4 + WORDS) * WORD_MS)
         assert decode_turn(second.pcm(), RATE) == 2
-        meta = await peek.raw.hgetall(f"dg:{{{sid}}}:meta")
+        meta = await peek.raw.hgetall(keys.meta(sid))
         assert (meta["owner"], meta["incarnation"]) == (await a.owner(), "1")
         assert await b.metric("duplex_resumes_relayed_total") == 1
     finally:

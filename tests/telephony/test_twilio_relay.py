@@ -25,6 +25,7 @@ from twilio_emulator import (
 )
 from twilio_helpers import AUTH_TOKEN, Peek
 
+from duplex.store import keys
 from gateway.telephony.twilio import twilio_signature
 from plugins.tone import decode_turn
 
@@ -99,7 +100,7 @@ async def test_a_second_stream_on_another_process_reaches_the_call_s_session(
         assert first.ws.close_code == 4000  # replaced by its owner, A
         await one_turn(second, 2)  # the same conversation goes on
         assert await peek.session_of(call_sid) == sid
-        meta = await peek.raw.hgetall(f"dg:{{{sid}}}:meta")
+        meta = await peek.raw.hgetall(keys.meta(sid))
         assert (meta["owner"], meta["incarnation"]) == (await a.owner(), "1")
         types = [e["type"] for e in await peek.journal(str(sid))]
         assert types.count("session.created") == 1  # not forked
@@ -159,7 +160,7 @@ async def test_two_streams_of_one_call_at_once_on_two_processes_share_one_sessio
         live = next(s for s in streams if s not in closed)
         await one_turn(live, 1)
         sid = await peek.session_of(call_sid)
-        meta = await peek.raw.hgetall(f"dg:{{{sid}}}:meta")
+        meta = await peek.raw.hgetall(keys.meta(sid))
         assert meta["incarnation"] == "1"  # never taken over
     finally:
         for s in streams:

@@ -76,11 +76,14 @@ local function exact(number)
   return string.format('%.17g', number)
 end
 
--- An owner is dead when its heartbeat (dg:owners, deadline in ms) is missing or
--- not after now: the same "now >= deadline" as duplex.lease.expiry.
-local function owner_dead(owners, owner, now)
-  local beat = redis.call('ZSCORE', owners, owner)
-  return not beat or tonumber(beat) <= now * 1000
+-- The owners alive at the caller's `now`: ARGV[from..] as a set. The heartbeats
+-- live in the {global} slot, which a bucket's script may not touch on a cluster, so
+-- the caller reads them first (ZRANGEBYSCORE) and hands them in. A heartbeat that
+-- comes back after that read is fenced like any late owner: incarnation+1 (I3).
+local function live_owners(from)
+  local live = {}
+  for i = from, #ARGV do live[ARGV[i]] = true end
+  return live
 end
 
 -- last_activity never goes backwards (a retried or late call is harmless).
@@ -110,40 +113,10 @@ local function raise_read(m, changes, field, value)
   end
 end
 
--- An ended session joins the retained ones: `retained` (zset: sid -> end ms) and
--- `sizes` (hash: sid -> its bytes, their sum under '*'). Those whose retention
--- ran out leave first; then, while the sum is over `budget`, the oldest are
--- dropped, keys and all (docs/store.md "Budgets"). `templates`: the printf
--- names of a session's keys, meta first.
-local function forget_retained(sizes, sid)
-  local bytes = tonumber(redis.call('HGET', sizes, sid) or '0')
-  redis.call('HINCRBY', sizes, '*', -bytes)
-  redis.call('HDEL', sizes, sid)
-end
-
-local function retain(retained, sizes, sid, keep_ms, budget, templates)
-  local now = redis.call('TIME')
-  local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-  for _, old in ipairs(redis.call('ZRANGEBYSCORE', retained, '-inf',
-                                  '(' .. exact(now_ms - keep_ms))) do
-    redis.call('ZREM', retained, old)
-    forget_retained(sizes, old)
-  end
+-- The bytes a session's keys hold, for the store-wide budget of retained ended
+-- sessions (release.lua keeps the count in the {global} slot).
+local function usage(...)
   local bytes = 0
-  for _, template in ipairs(templates) do
-    bytes = bytes + (redis.call('MEMORY', 'USAGE', string.format(template, sid)) or 0)
-  end
-  forget_retained(sizes, sid)  -- a second end of the same session counts once
-  redis.call('ZADD', retained, exact(now_ms), sid)
-  redis.call('HSET', sizes, sid, bytes)
-  local total = redis.call('HINCRBY', sizes, '*', bytes)
-  while total > budget do
-    local oldest = redis.call('ZPOPMIN', retained)[1]
-    if not oldest then break end
-    for _, template in ipairs(templates) do
-      redis.call('DEL', string.format(template, oldest))
-    end
-    forget_retained(sizes, oldest)
-    total = tonumber(redis.call('HGET', sizes, '*'))
-  end
+  for _, key in ipairs({...}) do bytes = bytes + (redis.call('MEMORY', 'USAGE', key) or 0) end
+  return bytes
 end

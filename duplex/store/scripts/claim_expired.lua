@@ -1,23 +1,26 @@
 -- The reaper's claim (docs/architecture.md §4 "Expiry"): hand each overdue session to
 -- exactly one claimer, who then ends it (finish_expiry, or the owner's own close.lua).
 -- A session goes to its owner, or to anyone once its owner is dead (no live
--- heartbeat in dg:owners): a live owner expires its own sessions, with cleanup.
--- Claiming moves the sid from dg:leases to dg:expiring (score: claim deadline),
+-- heartbeat: the caller hands in the live owners): a live owner expires its own
+-- sessions, with cleanup. One bucket per call (its indexes share the slot of its
+-- sessions' keys). Claiming moves the sid from the bucket's leases to its expiring
+-- (score: claim deadline),
 -- so no later scan finds it; a claim not ended by its deadline (the claimer
 -- crashed, or lost this reply) is offered again under the same rule.
--- Per-session keys are derived from the ids read here (META template), so this
--- needs one Redis (or Sentinel), not Cluster: as open.lua does already.
--- KEYS: leases, expiring, owners
--- ARGV: claimer, now, limit, claim_ttl_s, meta key template
+-- Per-session keys are derived from the ids read here (the bucket's META template):
+-- they share the bucket's hash tag, so its slot.
+-- KEYS: the bucket's leases, expiring
+-- ARGV: claimer, now, limit, claim_ttl_s, meta key template, then the live owners
 -- Returns {sid, reason, owner} triples.
-local leases, expiring, owners = KEYS[1], KEYS[2], KEYS[3]
+local leases, expiring = KEYS[1], KEYS[2]
+local live = live_owners(6)
 local claimer, now, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local META = ARGV[5]
 local claim_until = ms(now + tonumber(ARGV[4]))
 local claimed = {}
 
 local function may_claim(owner)
-  return owner == claimer or owner_dead(owners, owner, now)
+  return owner == claimer or not live[owner]
 end
 
 local function claim(sid, meta, owner, reason)
