@@ -4,7 +4,7 @@ before the tool answered, and use the result once it has; and how fast.
 
 Usage: .venv/bin/python bench/tool_quiz.py [--quick] [--model NAME_OR_GGUF]
        [--threads N] [--voices en-us:175,en-gb:150,...] [--followup-tool-choice none]
-       [--dump EVENTS.jsonl] [--only 0,3,17] [--wait-s 300]
+       [--dump EVENTS.jsonl] [--only 0,3,17] [--wait-s 300] [--text]
 
 It starts its own cascade gateway (as ``bench/voice_quiz.py`` does), gives each
 conversation the four tools of ``bench/tool_requests.py`` with
@@ -21,7 +21,10 @@ voiced sample sent to the call's ``response.function_call_arguments.done``
 and to the follow-up's first audio, next to end of speech → first audio of
 the requests no tool fits (a plain spoken answer, the same run).
 
-``--quick``: every fourth conversation.
+``--quick``: every fourth conversation. ``--text``: each request is typed
+instead (a ``message`` item of ``input_text``, then ``response.create``), so the
+listener is out of it and the figures are the model's alone; latency is then
+from the ``response.create`` sent.
 """
 
 from __future__ import annotations
@@ -146,6 +149,28 @@ async def spoken_turn(s: Session, row: Row, pcm: np.ndarray, choice: str | None)
     await answer_calls(s, row, done, eos, choice)
 
 
+async def typed_turn(s: Session, row: Row, text: str, choice: str | None) -> None:
+    """``text`` as a typed user message and a ``response.create``: the model's
+    choice without the listener's mishearings."""
+    mark = len(s.events)
+    await s.ws.send(json.dumps({"type": "conversation.item.create", "item": {
+        "type": "message", "role": "user",
+        "content": [{"type": "input_text", "text": text}]}}))
+    await s.ws.send(json.dumps({"type": "response.create"}))
+    sent = time.monotonic()
+    end, done = await next_done(s, mark)
+    row.heard = text
+    row.spoken, row.calls = response_parts(done)
+    t_call = first(s, "response.function_call_arguments.done", mark, end)
+    t_audio = first(s, "response.output_audio.delta", mark, end)
+    if t_call is not None:
+        row.to_call_ms = 1000 * (t_call - sent)
+    if not row.calls:
+        row.to_audio_ms = None if t_audio is None else 1000 * (t_audio - sent)
+        return
+    await answer_calls(s, row, done, sent, choice)
+
+
 async def answer_calls(s: Session, row: Row, done: dict[str, Any], eos: float,
                        choice: str | None) -> None:
     """Each call answered with the request's result, and the follow-up timed. A
@@ -181,12 +206,13 @@ async def answer_calls(s: Session, row: Row, done: dict[str, Any], eos: float,
 
 
 async def quiz(url: str, conversations: list[tuple[int, list[Ask]]],
-               voices: list[tuple[str, int]], speech: Voices,
+               voices: list[tuple[str, int]], speech: Voices | None,
                args: argparse.Namespace) -> list[Row]:
     rows: list[Row] = []
     for n, (i, conversation) in enumerate(conversations):
         voice = voices[n % len(voices)]
-        label = voice[0] if voice[0] == "piper" else f"{voice[0]}@{voice[1]}"
+        label = ("typed" if speech is None else voice[0] if voice[0] == "piper"
+                 else f"{voice[0]}@{voice[1]}")
         s, task = await connect(url)
         await s.until("session.created")
         mark = len(s.events)
@@ -195,7 +221,11 @@ async def quiz(url: str, conversations: list[tuple[int, list[Ask]]],
         await s.until("session.updated", mark)
         for ask in conversation:
             row = Row(i, label, ask)
-            await spoken_turn(s, row, speech.say(voice, ask.say), args.followup_tool_choice)
+            if speech is None:
+                await typed_turn(s, row, ask.say, args.followup_tool_choice)
+            else:
+                await spoken_turn(s, row, speech.say(voice, ask.say),
+                                  args.followup_tool_choice)
             rows.append(row)
             ms = " ".join(f"{k} {v:.0f} ms" for k, v in (("call", row.to_call_ms),
                                                           ("audio", row.to_audio_ms)) if v)
@@ -226,7 +256,7 @@ def describe(row: Row) -> str:
 
 
 async def gateway_run(args: argparse.Namespace, conversations: list[tuple[int, list[Ask]]],
-                      voices: list[tuple[str, int]], speech: Voices) -> list[Row]:
+                      voices: list[tuple[str, int]], speech: Voices | None) -> list[Row]:
     env = {"HF_HUB_OFFLINE": "1"}
     if args.model:
         env["DUPLEX_GATEWAY_LLM_MODEL"] = args.model
@@ -268,15 +298,16 @@ def figures(rows: list[Row]) -> str:
             f"called again after the result {again}")
 
 
-def report(rows: list[Row], quiz_s: float) -> None:
+def report(rows: list[Row], quiz_s: float, typed: bool) -> None:
     print(f"\noverall: {figures(rows)}; the run took {quiz_s:.0f} s (gateway start included)")
     by_voice: dict[str, list[Row]] = {}
     for r in rows:
         by_voice.setdefault(r.voice, []).append(r)
-    for voice, group in by_voice.items():
+    for voice, group in by_voice.items() if not typed else ():
         print(f"  {voice:<24} {figures(group)}")
-    espeak = [r for r in rows if r.voice != "piper"]
-    print(f"  {'espeak-ng voices only':<24} {figures(espeak)}")
+    if not typed:
+        espeak = [r for r in rows if r.voice != "piper"]
+        print(f"  {'espeak-ng voices only':<24} {figures(espeak)}")
     print("\nmisses")
     for r in rows:
         miss = r.miss
@@ -288,7 +319,8 @@ def report(rows: list[Row], quiz_s: float) -> None:
                                           "follow-up did not use the result" if unused
                                           else None]))
             print(f"  [{r.voice}] {r.ask.say!r} heard {r.heard!r}: {why}: {describe(r)}")
-    print("\nlatency, from the last voiced sample sent")
+    print("\nlatency, from " + ("the response.create sent" if typed
+                                 else "the last voiced sample sent"))
     tool = [r for r in rows if r.ask.tool]
     print(f"  {'→ function_call_arguments.done':<38} {p50_p95([r.to_call_ms for r in tool])}")
     called = [r for r in tool if r.calls]
@@ -302,6 +334,8 @@ def report(rows: list[Row], quiz_s: float) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--text", action="store_true",
+                        help="type the requests instead of speaking them (no listener)")
     parser.add_argument("--model", help="DUPLEX_GATEWAY_LLM_MODEL for the gateway")
     parser.add_argument("--threads", type=int, help="DUPLEX_GATEWAY_LLM_THREADS")
     parser.add_argument("--voices", help="name:words-a-minute,... (default: "
@@ -325,12 +359,13 @@ def main() -> None:
         conversations = [conversations[int(n)] for n in args.only.split(",")]
     print(f"bench/tool_quiz.py  {time.strftime('%Y-%m-%d %H:%M:%S')}  model "
           f"{args.model or 'default'}, threads {args.threads or 'default'}, follow-up "
-          f"tool_choice {args.followup_tool_choice or 'session'}; load average "
+          f"tool_choice {args.followup_tool_choice or 'session'}, "
+          f"{'typed' if args.text else 'spoken'}; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
-    speech = Voices()
+    speech = None if args.text else Voices()
     t0 = time.monotonic()
     rows = asyncio.run(gateway_run(args, conversations, voices, speech))
-    report(rows, time.monotonic() - t0)
+    report(rows, time.monotonic() - t0, args.text)
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -15,8 +15,19 @@ Objects emit their properties in the schema's order (required and optional
 alike; an optional one may be left out) and take no others: the model has to
 write them in one order anyway, and the schema's is the one it reads.
 
-``CallGrammar`` wraps the argument grammars into the text of whole calls in
+``call_grammar`` wraps the argument grammars into the text of whole calls in
 the Qwen2.5/Hermes format (``<tool_call>{"name": ..., "arguments": ...}</tool_call>``).
+
+**Examples are not values.** Given what the user said (``said``), a string
+whose schema shows examples (its ``examples``, or "e.g. Paris" in its
+description: ``shown_examples``) may not start with one the user never said
+(compared squeezed: case, spaces and punctuation aside, so "BA 117" said
+allows "BA117"). A small model asked for a city it was not told filled in the
+description's example: "Good morning! What's your name?" → ``get_weather(Paris)``,
+a misheard "I need a jacket in volume" → ``lookup_flight(BA117)``
+(bench/README.md, ``tool_quiz``). The grammar makes that impossible rather
+than less likely; a prefix is barred, not only the exact text, so "Paris,
+France" is out too, and so is leading white space (" Paris").
 """
 
 from __future__ import annotations
@@ -62,11 +73,50 @@ def literal(text: str) -> str:
     return f'"{escaped}"'
 
 
-class GrammarBuilder:
-    """Collects rules; ``schema(s, name)`` returns an expression for ``s``."""
+_EXAMPLE = re.compile(r"(?:\be\.\s?g\.|\bfor (?:example|instance)\b|\bsuch as\b)[,:]?\s*"
+                      r"(.+?)\s*(?:[.;)]+(?:\s|$)|$)", re.IGNORECASE)
+_PARTS = re.compile(r",|\bor\b|/")
 
-    def __init__(self) -> None:
+
+def squeezed(text: str) -> str:
+    """``text`` for comparing values the way a user says them: lower case,
+    letters and digits only."""
+    return re.sub(r"[^0-9a-z]", "", text.lower())
+
+
+def shown_examples(schema: Mapping[str, Any]) -> list[str]:
+    """The strings ``schema`` shows as examples: its ``examples`` and what its
+    description gives after "e.g.", "for example" or "such as" (whole, and each
+    part between commas and "or"s), quotes taken off."""
+    found = [e for e in schema.get("examples") or () if isinstance(e, str)]
+    description = schema.get("description")
+    for match in _EXAMPLE.finditer(description if isinstance(description, str) else ""):
+        whole = match.group(1)
+        found += [whole, *_PARTS.split(whole)]
+    return [e.strip().strip("'\"`").strip() for e in found]
+
+
+def _barrable(example: str) -> bool:
+    """Whether the grammar can bar ``example``: printable ASCII with no quote or
+    backslash (a JSON string writes those escaped), 3 letters or digits at least
+    (barring "CA" would bar half the cities)."""
+    return (len(squeezed(example)) >= 3 and example.isascii() and example.isprintable()
+            and not any(c in example for c in '"\\'))
+
+
+def _in_class(ch: str) -> str:
+    """``ch`` (either case, for a letter) inside a GBNF character class."""
+    return f"{ch}{ch.upper()}" if ch.isalpha() else f"\\x{ord(ch):02x}"
+
+
+class GrammarBuilder:
+    """Collects rules; ``schema(s, name)`` returns an expression for ``s``.
+    ``said``: what the user said, squeezed (``squeezed``); None: no example is
+    barred."""
+
+    def __init__(self, said: str | None = None) -> None:
         self.rules: dict[str, str] = {}
+        self.said = said
 
     def primitive(self, name: str) -> str:
         if name not in self.rules:
@@ -121,7 +171,41 @@ class GrammarBuilder:
             return self._object(schema, name)
         if kind == "array":
             return self._array(schema, name)
+        if kind == "string" and self.said is not None:
+            unsaid = [e.lower() for e in shown_examples(schema)
+                      if _barrable(e) and squeezed(e) not in self.said]
+            if unsaid:
+                return self._string_not_starting(unsaid, name)
         return self.primitive(kind)
+
+    def _string_not_starting(self, barred: Sequence[str], name: str) -> str:
+        """A JSON string that starts with none of ``barred`` (lower case; either
+        case is barred) nor with white space: a trie of them, where each node
+        may end the string, go on with a character that leaves the trie, or
+        follow one of its branches; a node that completes a barred word is no
+        node at all (its branch is cut)."""
+        trie: dict[str, Any] = {}
+        for word in barred:
+            node = trie
+            for ch in word:
+                node = node.setdefault(ch, {})
+            node.clear()
+            node[""] = True  # a barred word ends here: nothing may follow
+        self.primitive("char")
+        return self.rule(name, f'"\\"" {self._trie(trie, f"{name}-not", first=True)}')
+
+    def _trie(self, node: Mapping[str, Any], name: str, *, first: bool = False) -> str:
+        branches = sorted(ch for ch in node if ch)
+        banned = "".join(map(_in_class, branches)) + (" " if first else "")
+        leave = (f'([^"\\\\\\x00-\\x1f{banned}] | "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F]{{4}})) '
+                 'char* "\\""')
+        options = ['"\\""', leave]
+        for i, ch in enumerate(branches):
+            if "" in node[ch]:
+                continue  # the barred word itself: its character is left out above
+            either = f"[{_in_class(ch)}]" if ch.isalpha() else literal(ch)
+            options.append(f"{either} {self._trie(node[ch], f'{name}-{i}')}")
+        return self.rule(name, " | ".join(options))
 
     def _array(self, schema: Mapping[str, Any], name: str) -> str:
         items = schema.get("items")
@@ -173,22 +257,24 @@ class GrammarBuilder:
         return f"({some})?"
 
 
-def schema_grammar(schema: Any, root: str = "root") -> str:
-    """A whole grammar (rules text) whose ``root`` is JSON valid under ``schema``."""
-    builder = GrammarBuilder()
+def schema_grammar(schema: Any, root: str = "root", said: str | None = None) -> str:
+    """A whole grammar (rules text) whose ``root`` is JSON valid under ``schema``
+    (and, given ``said``, whose strings take no example the user did not say)."""
+    builder = GrammarBuilder(None if said is None else squeezed(said))
     expr = builder.schema(schema, f"{root}-value")
     builder.rules = {root: expr, **builder.rules}
     return builder.render()
 
 
 def call_grammar(tools: Sequence[tuple[str, Any]], *, max_calls: int = 4,
-                 bare: bool = False) -> str:
+                 bare: bool = False, said: str | None = None) -> str:
     """A grammar of 1 to ``max_calls`` calls, each ``<tool_call>{"name": N,
     "arguments": A}</tool_call>`` with N one of ``tools``' names (each given as
     ``(name, parameters schema)``) and A valid under its schema. ``bare``: calls
     without the tags (as many) are a sentence too (a lazy grammar triggered by
-    ``{"name"``, which is how a small model often starts a call)."""
-    builder = GrammarBuilder()
+    ``{"name"``, which is how a small model often starts a call). ``said``: the
+    user's words, whose absent examples the arguments may not take."""
+    builder = GrammarBuilder(None if said is None else squeezed(said))
     ws = builder.primitive("ws")
     calls = []
     for i, (name, schema) in enumerate(tools):

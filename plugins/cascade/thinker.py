@@ -317,18 +317,21 @@ class ThinkerAdapter:
         answering = bool(items) and items[-1].kind == "function_call_output"
         tag = _Tag(self._seq(state), respond.fence.turn_id, detached=True)
         bias = tc.RESULT_BIAS if answering else tc.CALL_BIAS
-        return replace(self._reply_chunk(text, tag, tools, bias=bias), detached=True)
+        chunk = self._reply_chunk(text, tag, tools, bias=bias, said=tc.said(instructions, turns))
+        return replace(chunk, detached=True)
 
     def _generating(self, state: ThinkerState, text: str, tag: _Tag,
                     tools: ToolSet, *, bias: float = tc.CALL_BIAS) -> PromptChunk:
         """A reply in the conversation (its assistant turn stays open)."""
         state.assistant_open = True
-        return self._reply_chunk(text, tag, tools, bias=bias)
+        said = tc.said(state.instructions, ((m.role, m.text) for m in state.messages))
+        return self._reply_chunk(text, tag, tools, bias=bias, said=said)
 
     def _reply_chunk(self, text: str, tag: _Tag, tools: ToolSet, *,
-                     bias: float) -> PromptChunk:
+                     bias: float, said: str) -> PromptChunk:
         """A reply; ``tools`` decides what it may call (and the grammar of a
-        call, which a guess at this chunk then carries too, so it adopts)."""
+        call, which a guess at this chunk then carries too, so it adopts);
+        ``said``, the user's words, which examples its arguments may take."""
         tag = replace(tag, callable=tuple(t.name for t in tools.callable),
                       max_calls=tc.max_calls(tools))
         max_tokens = self.max_reply_tokens
@@ -336,7 +339,7 @@ class ThinkerAdapter:
             max_tokens = max(max_tokens, MAX_CALL_REPLY_TOKENS)
         return PromptChunk(text + self.markup.opening("assistant"), generate=True,
                            max_tokens=max_tokens, tag=tag,
-                           sampling=tc.call_sampling(tools, bias=bias))
+                           sampling=tc.call_sampling(tools, bias=bias, said=said))
 
     def _prologue(self, state: ThinkerState, seq: int, instructions: str | None,
                   tools: ToolSet | None) -> str:

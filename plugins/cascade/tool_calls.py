@@ -133,13 +133,21 @@ def _unforged(text: str) -> str:
     return text
 
 
+def said(instructions: str, turns: Iterable[tuple[str, str]]) -> str:
+    """What a call's arguments may take a schema's example from
+    (``grammar.shown_examples``): the instructions and the user turns (the
+    user's words and the tools' outputs, facts the client gave), not the
+    assistant's (its own earlier calls may have taken the example already)."""
+    return "\n".join([instructions, *(text for role, text in turns if role == "user")])
+
+
 def max_calls(toolset: ToolSet) -> int:
     """The calls one reply may make: one where ``parallel_tool_calls`` is false."""
     return MAX_CALLS if toolset.parallel else 1
 
 
-def call_sampling(toolset: ToolSet | None, *,
-                  bias: float = CALL_BIAS) -> Mapping[str, Any] | None:
+def call_sampling(toolset: ToolSet | None, *, bias: float = CALL_BIAS,
+                  said: str | None = None) -> Mapping[str, Any] | None:
     """llama.cpp completion options for a reply under ``toolset``: under
     ``auto`` a lazy grammar, idle until the model starts a call; under
     ``required`` or a named tool a grammar the whole reply must match; None
@@ -148,7 +156,10 @@ def call_sampling(toolset: ToolSet | None, *,
     asked against in words: a system turn saying "do not call a function now"
     was what the reply then answered ("Do not call a function now.", the spoken
     tool quiz: 1 of 12 follow-ups used the tool's result). The tags are kept,
-    so a call the model writes anyway is seen (and dropped), never spoken."""
+    so a call the model writes anyway is seen (and dropped), never spoken.
+    ``said``: the user's words; a string argument may then not take a schema's
+    example the user did not say (``grammar``: "Good morning" was answered
+    ``get_weather(Paris)``, the description's "e.g. Paris")."""
     if toolset is None or not toolset.tools:
         return None
     # the tags are special tokens: without this llama.cpp drops them from the text
@@ -158,7 +169,7 @@ def call_sampling(toolset: ToolSet | None, *,
         return options
     lazy = not toolset.must_call
     options["grammar"] = call_grammar([(t.name, t.parameters) for t in toolset.callable],
-                                      max_calls=max_calls(toolset), bare=lazy)
+                                      max_calls=max_calls(toolset), bare=lazy, said=said)
     options["grammar_lazy"] = lazy
     if lazy:
         options["grammar_triggers"] = [{"type": _WORD_TRIGGER, "value": w} for w in _STARTS]

@@ -12,7 +12,7 @@ from gbnf_regex import GbnfRegex
 from hypothesis import given
 from hypothesis import strategies as st
 
-from plugins.cascade.grammar import call_grammar, literal, schema_grammar
+from plugins.cascade.grammar import call_grammar, literal, schema_grammar, shown_examples
 
 WEATHER: dict[str, Any] = {
     "type": "object",
@@ -159,3 +159,63 @@ def test_any_valid_instance_is_a_sentence(value: dict[str, Any],
     text = json.dumps({k: value[k] for k in order}, separators=separators,
                       ensure_ascii=False)
     assert _GRAMMAR.matches(text), text
+
+
+# -- a schema's examples are not values ---------------------------------------------
+
+CITY = {"type": "object", "properties": {
+    "city": {"type": "string", "description": "The city name, e.g. Paris"}},
+    "required": ["city"]}
+FLIGHT = {"type": "object", "properties": {
+    "flight_number": {"type": "string", "description": "Airline code and number, e.g. BA117"}},
+    "required": ["flight_number"]}
+
+
+def takes(schema: Any, said: str | None, *cities: str) -> list[bool]:
+    g = GbnfRegex(schema_grammar(schema, said=said))
+    key = next(iter(schema["properties"]))
+    return [g.matches(json.dumps({key: c})) for c in cities]
+
+
+def test_examples_are_read_from_descriptions_and_the_examples_keyword() -> None:
+    assert shown_examples(CITY["properties"]["city"]) == ["Paris", "Paris"]
+    assert shown_examples({"description": "The city and state, e.g. San Francisco, CA"}) == \
+        ["San Francisco, CA", "San Francisco", "CA"]
+    assert shown_examples({"description": "A genre (for example 'jazz' or 'rock'). Optional.",
+                           "examples": ["pop", 3]}) == ["pop", "jazz' or 'rock", "jazz", "rock"]
+    assert shown_examples({"description": "The artist or band"}) == []
+    assert shown_examples({}) == []
+
+
+def test_an_example_the_user_did_not_say_is_no_value() -> None:
+    # "Good morning! What's your name?" was answered get_weather(Paris): the
+    # description's example, not the user's word
+    assert takes(CITY, "Good morning! What's your name?",
+                 "Paris", "paris", "PARIS", "Paris, France", " Paris") == [False] * 5
+    assert takes(CITY, "Good morning! What's your name?",
+                 "London", "Pa", "Par", "Pari", "", "Lyon, near Paris") == [True] * 6
+    assert takes(FLIGHT, "I need a jacket in volume", "BA117", "ba117x", "BA 117") == \
+        [False, False, True]  # the example barred as a prefix; "BA 117" leaves it
+
+
+def test_an_example_the_user_said_is_a_value_as_they_said_it() -> None:
+    assert takes(CITY, "What's the weather in paris?", "Paris", "Paris, France") == [True] * 2
+    assert takes(FLIGHT, "Can you check flight B A 117 for me?", "BA117") == [True]
+    # without the user's words (a grammar for its own sake) nothing is barred
+    assert takes(CITY, None, "Paris") == [True]
+
+
+def test_two_examples_with_a_shared_start_are_both_barred() -> None:
+    schema = {"type": "object", "properties": {"city": {
+        "type": "string", "examples": ["Paris", "Parma", "Pa"]}}, "required": ["city"]}
+    assert takes(schema, "hello", "Paris", "Parma", "Parmas") == [False] * 3
+    assert takes(schema, "hello", "Pa", "Par", "Parts", "Pamplona") == [True] * 4
+    assert takes(schema, "I'm in Parma", "Parma", "Paris") == [True, False]
+
+
+def test_a_call_grammar_bars_unsaid_examples() -> None:
+    grammar = call_grammar([("lookup_flight", FLIGHT)], bare=True, said="Good morning")
+    g = GbnfRegex(grammar)
+    call = {"name": "lookup_flight", "arguments": {"flight_number": "BA117"}}
+    assert not g.matches(json.dumps(call))
+    assert g.matches(json.dumps(call).replace("BA117", "LH400"))

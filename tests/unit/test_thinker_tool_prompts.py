@@ -293,3 +293,46 @@ def test_the_reply_to_a_tools_output_leans_towards_saying_it() -> None:
     assert answer.sampling["grammar_lazy"] is True  # it may still call
     again = plan(a, s, UserTurn(3, "i3", "And in Rome?", True))  # a new request: nudged
     assert again.sampling == asked.sampling
+
+
+CITY = Tool("get_weather", "The weather in a city now.", {
+    "type": "object", "properties": {
+        "city": {"type": "string", "description": "The city name, e.g. Paris"}},
+    "required": ["city"]})
+
+
+def _city_call(city: str) -> str:
+    return f'<tool_call>{{"name": "get_weather", "arguments": {{"city": "{city}"}}}}</tool_call>'
+
+
+def test_a_call_takes_a_descriptions_example_only_once_it_was_said() -> None:
+    """The tool quiz: "Good morning! What's your name?" became get_weather(Paris),
+    the description's example."""
+    a, s, _ = session(ToolSet((CITY,)))
+    hello = plan(a, s, UserTurn(1, "i1", "Good morning! What's your name?", True))
+    assert not grammar_of(hello).matches(_city_call("Paris"))
+    assert grammar_of(hello).matches(_city_call("Oslo"))
+    # the assistant's own words (or calls) do not make it said
+    a.on_text(s, hello, "I can check the weather in Paris for you.", True)
+    yes = plan(a, s, UserTurn(2, "i2", "Yes, please.", True))
+    assert not grammar_of(yes).matches(_city_call("Paris"))
+    a.on_text(s, yes, "Which city?", True)
+    asked = plan(a, s, UserTurn(3, "i3", "paris, please", True))
+    assert grammar_of(asked).matches(_city_call("Paris"))
+    a, s, _ = session(ToolSet((CITY,)))
+    guess = plan(a, s, Draft("Weather in Paris?"))  # the guess's grammar is the turn's
+    real = plan(a, s, UserTurn(1, "i1", "Weather in Paris?", True))
+    assert guess.sampling == real.sampling and grammar_of(real).matches(_city_call("Paris"))
+
+
+def test_the_instructions_and_a_tools_output_count_as_said() -> None:
+    a = ThinkerAdapter()
+    s = a.open(FENCE)
+    plan(a, s, Context("The user lives in Paris.", (), ToolSet((CITY,))))
+    chunk = plan(a, s, UserTurn(1, "i1", "Is it cold outside?", True))
+    assert grammar_of(chunk).matches(_city_call("Paris"))
+    a, s, _ = session(ToolSet((CITY,)), HistoryItem(
+        "tool", '{"home": "Paris"}', "function_call_output", call_id="call_0"))
+    assert grammar_of(plan(a, s, start(1))).matches(_city_call("Paris"))
+    detached = plan(a, s, replace(start(2), input=()))
+    assert not grammar_of(detached).matches(_city_call("Paris"))  # only its own items
