@@ -69,13 +69,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engines.base import Backpressure, UnknownRequest
+from engines.base import Backpressure, Prefill, UnknownRequest, Usage
 from engines.llamacpp_server import (
     CompletionError,
     ContextOverflow,
     Delta,
     TokenEstimate,
-    Usage,
     stream_completion,
 )
 from engines.resumable import Request, ResumableEngine
@@ -86,16 +85,6 @@ log = logging.getLogger(__name__)
 DEFAULT_SAMPLING: Mapping[str, Any] = {"temperature": 0.0}
 MAX_PENDING_INPUTS = 256
 PREFILLS_KEPT = 256
-
-
-@dataclass(frozen=True, slots=True)
-class Prefill:
-    """One completion's cost: how much of its prompt came from the cache."""
-
-    request_id: str
-    generate: bool
-    usage: Usage
-    detached: bool = False
 
 
 @dataclass(slots=True, eq=False)
@@ -464,7 +453,7 @@ class LlamaCppEngine(ResumableEngine[_Session]):
                 self._fail(session, exc)
                 return
         if finished and delta.usage is not None:  # on record before the last output goes
-            self.prefills.append(Prefill(session.request_id, chunk.generate, delta.usage,
+            self.prefills.append(Prefill(session.request_id, delta.usage, chunk.generate,
                                          chunk.detached))
         if chunk.generate:
             for result in results:
