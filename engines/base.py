@@ -8,7 +8,7 @@ engine hands it to the plugin's model when the request opens and back with
 every output, and never looks inside. Nothing here knows about sessions.
 
 The LLM engines (llama.cpp, a chat server) also keep what each completion cost,
-one ``Prefill`` each, for the gateway's metrics, the benches and the tests.
+one ``Prefill`` each, for the benches and the tests.
 """
 
 from __future__ import annotations
