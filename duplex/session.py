@@ -30,6 +30,7 @@ from duplex.fence import Fence, apply_cancel, is_current_epoch
 from duplex.idle import IdleWatch
 from duplex.items import ConversationItems
 from duplex.ledger import PlaybackLedger
+from duplex.output import ResponseOutput
 from duplex.response import Response
 from duplex.tools import ToolSet, response_toolset
 from duplex.turns import (
@@ -68,6 +69,7 @@ class SessionCore:
     heard_ms: float = 0.0  # user audio appended in all (the input's timeline)
     # its items (the same ``items``), their bounds and the finished replies' ledgers
     conversation: ConversationItems = field(init=False)
+    output: ResponseOutput = field(init=False)  # the active response's events (duplex.output)
     _input_ms: dict[str, float] = field(default_factory=dict)  # committed audio per item
     _effects: list[fx.Effect] = field(default_factory=list)
 
@@ -75,6 +77,8 @@ class SessionCore:
         self.budget.config_bytes = stored_size(self.config, self.fence.session_id)
         self.conversation = ConversationItems(self.items, self.budget,
                                               effect=self._effects.append, new_id=self._new_id)
+        self.output = ResponseOutput(self.conversation, effect=self._effects.append,
+                                     new_id=self._new_id)
 
     # -- plumbing ---------------------------------------------------------------
 
@@ -285,28 +289,8 @@ class SessionCore:
         self._turn(TurnEvent.RESPONSE_STARTED)
         self._emit(E.RESPONSE_CREATED, response=self._response_object(response))
         if not response.tools.callable:  # a reply that cannot call is one message
-            self._open_message(response)
+            self.output.open_message(response)
         return response
-
-    def _open_message(self, r: Response) -> None:
-        """Announce the response's message item (at once, or at its first words
-        when it may call tools instead: then its output may hold no message)."""
-        r.message_index = len(r.output)
-        item = self._assistant_item(r, "in_progress")
-        self._emit(E.OUTPUT_ITEM_ADDED, response_id=r.id, output_index=r.message_index,
-                   item=item)
-        if not r.out_of_band:
-            self._emit(E.ITEM_ADDED, previous_item_id=next(reversed(self.items), None),
-                       item=item)
-        # content parts use the short type names (the items use output_audio)
-        part = ({"type": "audio", "transcript": ""} if r.audio
-                else {"type": "text", "text": ""})
-        self._emit(E.CONTENT_PART_ADDED, **r.common(), part=part)
-        r.output.append(item)
-
-    def _assistant_item(self, response: Response, status: str) -> ev.Event:
-        heard = response.ledger.text_heard()
-        return ev.assistant_item(response.item_id, status, heard, audio=response.audio)
 
     def _response_object(self, r: Response, reason: str | None = None) -> ev.Event:
         output = [] if r.status is ResponseStatus.IN_PROGRESS else list(r.output)
@@ -327,17 +311,7 @@ class SessionCore:
         r = self._accepts(fence)
         if r is None or self.closed or r.message_closed:
             return False
-        if r.message_index is None:
-            self._open_message(r)
-        r.ledger.book(duration_ms, text)
-        r.ledger.mark_sent(r.ledger.generated_ms)
-        common = r.common()
-        if r.audio:
-            self._emit(E.AUDIO_DELTA, **common, delta=audio_b64)
-            if text:
-                self._emit(E.AUDIO_TRANSCRIPT_DELTA, **common, delta=text)
-        elif text:
-            self._emit(E.TEXT_DELTA, **common, delta=text)
+        self.output.audio(r, audio_b64, duration_ms, text)
         return True
 
     def function_call(self, fence: Fence, name: str, arguments: str) -> bool:
@@ -347,38 +321,7 @@ class SessionCore:
         r = self._accepts(fence)
         if r is None or self.closed:
             return False
-        if not r.tools.parallel and any(o["type"] == "function_call" for o in r.output):
-            return False
-        if r.message_open:
-            self._close_message(r, "completed")
-        r.message_closed = True
-        index = len(r.output)
-        item_id, call_id = self._new_id("item"), self._new_id("call")
-        common = {"response_id": r.id, "item_id": item_id, "output_index": index,
-                  "call_id": call_id}
-        opened = ev.function_call_item(item_id, "in_progress", call_id=call_id, name=name,
-                                       arguments="")
-        previous = next(reversed(self.items), None)
-        self._emit(E.OUTPUT_ITEM_ADDED, response_id=r.id, output_index=index, item=opened)
-        if not r.out_of_band:
-            self._emit(E.ITEM_ADDED, previous_item_id=previous, item=opened)
-        if arguments:
-            self._emit(E.CALL_ARGUMENTS_DELTA, **common, delta=arguments)
-        self._emit(E.CALL_ARGUMENTS_DONE, **common, name=name, arguments=arguments)
-        item = ev.function_call_item(item_id, "completed", call_id=call_id, name=name,
-                                     arguments=arguments)
-        r.output.append(item)
-        self._emit(E.OUTPUT_ITEM_DONE, response_id=r.id, output_index=index, item=item)
-        if not r.out_of_band:  # in the conversation now: its output may come before the end
-            self._add_output_item(item, previous)
-        return True
-
-    def _add_output_item(self, item: ev.Event, previous: str | None) -> None:
-        item_id = item["id"]
-        self.items[item_id] = item
-        self._effects.append(fx.SaveItem(item_id, item, previous))
-        self._emit(E.ITEM_DONE, previous_item_id=previous, item=item)
-        self.conversation.counted(item_id)
+        return self.output.function_call(r, name, arguments)
 
     def response_end(self, fence: Fence) -> None:
         r = self._accepts(fence)
@@ -397,8 +340,8 @@ class SessionCore:
         """Emit the closing sequence of ``r`` (research/peers.md §3.1 order)."""
         r.status = next_response_status(r.status, event)
         if r.message_open:
-            self._close_message(r, "completed" if r.status is ResponseStatus.COMPLETED
-                                else "incomplete")
+            self.output.close_message(r, "completed" if r.status is ResponseStatus.COMPLETED
+                                      else "incomplete")
         self._emit(E.RESPONSE_DONE, response=self._response_object(r, reason))
         self._emit(E.RATE_LIMITS_UPDATED, rate_limits=[])
         self.conversation.keep_ledger(r.ledger)
@@ -423,26 +366,6 @@ class SessionCore:
         self._emit(E.INPUT_TIMEOUT, audio_start_ms=max(0, end - td.idle_timeout_ms),
                    audio_end_ms=end, item_id=self._input_item_id())
         self._commit(respond=not self.config.transcribing_only, by_vad=True)
-
-    def _close_message(self, r: Response, status: str) -> None:
-        common = r.common()
-        heard = r.ledger.text_heard()
-        if r.audio:
-            self._emit(E.AUDIO_DONE, **common)
-            self._emit(E.AUDIO_TRANSCRIPT_DONE, **common, transcript=heard)
-            part: ev.Event = {"type": "audio", "transcript": heard}
-        else:
-            self._emit(E.TEXT_DONE, **common, text=heard)
-            part = {"type": "text", "text": heard}
-        self._emit(E.CONTENT_PART_DONE, **common, part=part)
-        item = self._assistant_item(r, status)
-        assert r.message_index is not None
-        r.output[r.message_index] = item
-        r.message_closed = True
-        self._emit(E.OUTPUT_ITEM_DONE, response_id=r.id, output_index=r.message_index,
-                   item=item)
-        if not r.out_of_band:
-            self._add_output_item(item, next(reversed(self.items), None))
 
     def cancel_response(self, cmd: c.CancelResponse) -> None:
         self._require_open()

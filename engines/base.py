@@ -6,6 +6,9 @@ and yields ``StageOutput``s as an async stream. A request carries an opaque
 ``tag`` from whoever submitted it (the gateway's: the session's fence); the
 engine hands it to the plugin's model when the request opens and back with
 every output, and never looks inside. Nothing here knows about sessions.
+
+The LLM engines (llama.cpp, a chat server) also keep what each completion cost,
+one ``Prefill`` each, for the benches and the tests.
 """
 
 from __future__ import annotations
@@ -24,6 +27,27 @@ class StageOutput:
     tag: Any  # the request's tag, as submitted
     result: StageResult | None
     error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """What one completion cost (OpenAI's ``usage``, llama.cpp's ``timings``)."""
+
+    prompt_tokens: int  # the whole prompt
+    cached_tokens: int  # of those, reused from the server's cache (not prefilled)
+    completion_tokens: int
+    prompt_ms: float  # prefilling the rest
+    predicted_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class Prefill:
+    """One completion's prompt, and how much of it came from the cache."""
+
+    request_id: str
+    usage: Usage
+    generate: bool = True  # False: a context-only chunk (its one sampled token dropped)
+    detached: bool = False  # an out-of-band prompt, beside the conversation
 
 
 class UnknownRequest(KeyError):

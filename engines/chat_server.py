@@ -35,8 +35,8 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engines.base import Backpressure, StageOutput, UnknownRequest
-from engines.llamacpp_server import Usage, parse_usage
+from engines.base import Backpressure, Prefill, StageOutput, UnknownRequest, Usage
+from engines.llamacpp_server import parse_usage
 from engines.model_http import (
     Endpoint,
     ModelServerError,
@@ -52,15 +52,6 @@ log = logging.getLogger(__name__)
 
 MAX_PENDING_INPUTS = 256
 PREFILLS_KEPT = 256
-
-
-@dataclass(frozen=True, slots=True)
-class Prefill:
-    """One completion's prompt, and how much of it the server had cached."""
-
-    request_id: str
-    usage: Usage
-    detached: bool = False
 
 
 @dataclass(slots=True, eq=False)
@@ -210,7 +201,8 @@ class ChatServerEngine:
             stream = await self._stream(conv, chunk, body)
         self.counts["ok"] += 1
         if stream.usage is not None:
-            self.prefills.append(Prefill(conv.request_id, stream.usage, chunk.detached))
+            self.prefills.append(Prefill(conv.request_id, stream.usage,
+                                         detached=chunk.detached))
             self.counts["prompt_tokens"] += stream.usage.prompt_tokens
             self.counts["cached_tokens"] += stream.usage.cached_tokens
             self.counts["completion_tokens"] += stream.usage.completion_tokens

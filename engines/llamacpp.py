@@ -22,11 +22,11 @@ The adapter contract, as on vLLM:
   plus an estimate of the new chunk; or refused by the server) is restarted
   through the adapter's ``restart``.
 
-Threads: the llama.cpp server (its own loop thread) is made on the engine's
-*serial* thread, which then runs every adapter call and all per-request
-bookkeeping, one item at a time (so adapter state needs no locks). Each
-completion blocks a worker of a pool of ``parallel`` threads; its per-token
-callback posts the text to the serial thread. Results cross to the caller's
+Threads (``engines.serial_thread``): the llama.cpp server (its own loop
+thread) is made on the engine's *serial* thread, which then runs every adapter
+call and all per-request bookkeeping, one item at a time (so adapter state
+needs no locks). Each completion blocks a worker of a pool of ``parallel``
+threads; its per-token callback posts the text to the serial thread. Results cross to the caller's
 loop with ``call_soon_threadsafe``. Abort marks the running completion, whose
 next token callback stops it (llama.cpp then frees the slot); outputs of an
 aborted request are dropped on the caller's loop at once.
@@ -58,27 +58,23 @@ Backpressure: a request holding ``max_pending_inputs`` unhandled inputs makes
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import logging
-import queue
 import threading
-import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engines.base import Backpressure, UnknownRequest
+from engines.base import Backpressure, Prefill, UnknownRequest, Usage
 from engines.llamacpp_server import (
     CompletionError,
     ContextOverflow,
     Delta,
     TokenEstimate,
-    Usage,
     stream_completion,
 )
 from engines.resumable import Request, ResumableEngine
+from engines.serial_thread import SerialThread
 from engines.stages import GuessReader, PromptChunk, ResumableAdapter
 
 log = logging.getLogger(__name__)
@@ -86,16 +82,6 @@ log = logging.getLogger(__name__)
 DEFAULT_SAMPLING: Mapping[str, Any] = {"temperature": 0.0}
 MAX_PENDING_INPUTS = 256
 PREFILLS_KEPT = 256
-
-
-@dataclass(frozen=True, slots=True)
-class Prefill:
-    """One completion's cost: how much of its prompt came from the cache."""
-
-    request_id: str
-    generate: bool
-    usage: Usage
-    detached: bool = False
 
 
 @dataclass(slots=True, eq=False)
@@ -140,33 +126,30 @@ class LlamaCppEngine(ResumableEngine[_Session]):
                  max_pending_inputs: int = MAX_PENDING_INPUTS,
                  shutdown_timeout: float = 60.0) -> None:
         super().__init__(stage, name, adapter)
-        self._make_server = make_server
+        self._threads = SerialThread(f"stage {stage} ({name})", make_server, parallel,
+                                     thread_name=f"stage{stage}-{name}-llamacpp",
+                                     worker_prefix=f"stage{stage}-{name}-gen")
         self._limit = n_ctx
-        self._parallel = parallel
         self._sampling = dict(DEFAULT_SAMPLING if sampling is None else sampling)
         self._max_pending = max_pending_inputs
         self._shutdown_timeout = shutdown_timeout
         self._lock = threading.Lock()  # _Session.unhandled, _stopping
         self._stopping = False
-        self._serial: queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]] | None] = \
-            queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._server: Any = None  # serial thread only
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._estimate = TokenEstimate()
         self.prefills: deque[Prefill] = deque(maxlen=PREFILLS_KEPT)
         self.guesses: Counter[str] = Counter()  # started/finished/adopted/dropped
-        self.init_seconds: float | None = None
 
     # -- StageEngine -----------------------------------------------------------------
 
+    @property
+    def init_seconds(self) -> float | None:
+        """How long making the llama.cpp server took."""
+        return self._threads.init_seconds
+
     async def _start_model(self) -> None:
-        started: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._thread = threading.Thread(target=self._serial_main, args=(started,),
-                                        name=f"stage{self.stage}-{self.name}-llamacpp",
-                                        daemon=True)
-        self._thread.start()
-        await asyncio.shield(asyncio.wrap_future(started))
+        await self._threads.start()
+        log.info("stage %s (%s): llama.cpp ready in %.1f s", self.stage, self.name,
+                 self.init_seconds)
 
     def readiness(self) -> str:
         if self._start_error is not None:
@@ -175,18 +158,13 @@ class LlamaCppEngine(ResumableEngine[_Session]):
             return f"stage {self.name} stopped"
         if not self._ready.is_set():
             return (f"stage {self.name}: loading the model into llama.cpp"
-                    if self._thread is not None else f"stage {self.name}: not started")
-        if self._thread is None or not self._thread.is_alive():
+                    if self._threads.started else f"stage {self.name}: not started")
+        if not self._threads.alive:
             return f"stage {self.name}: the llama.cpp thread died"
         return ""
 
-    async def submit_initial(self, request_id: str, tag: Any, payload: Any) -> None:
-        if request_id in self._requests:
-            raise ValueError(f"request {request_id} already exists")
-        self._bind_caller()
-        session = _Session(request_id, tag, unhandled=1)
-        self._requests[request_id] = session
-        self._post(self._open, session, payload)
+    def _new_request(self, request_id: str, tag: Any) -> _Session:
+        return _Session(request_id, tag, unhandled=1)  # its first input, to be planned
 
     async def submit_update(self, request_id: str, payload: Any) -> None:
         session = self._requests.get(request_id)
@@ -212,34 +190,11 @@ class LlamaCppEngine(ResumableEngine[_Session]):
 
     def _post(self, fn: Callable[..., None], *args: Any) -> None:
         """Run ``fn(*args)`` on the serial thread, in posting order (held until
-        the server is up: the thread makes it before it reads its queue)."""
+        the server is up)."""
         with self._lock:
             if self._stopping:
                 raise RuntimeError(f"stage {self.name} engine is stopped")
-        self._serial.put((fn, args))
-
-    # -- start and stop ----------------------------------------------------------------
-
-    def _serial_main(self, started: concurrent.futures.Future[None]) -> None:
-        try:
-            t0 = time.monotonic()
-            self._server = self._make_server()
-            self.init_seconds = time.monotonic() - t0
-        except BaseException as exc:
-            started.set_exception(exc)
-            return
-        log.info("stage %s (%s): llama.cpp ready in %.1f s", self.stage, self.name,
-                 self.init_seconds)
-        self._pool = concurrent.futures.ThreadPoolExecutor(
-            self._parallel, thread_name_prefix=f"stage{self.stage}-{self.name}-gen")
-        started.set_result(None)
-        while (item := self._serial.get()) is not None:
-            fn, args = item
-            try:
-                fn(*args)
-            except Exception:  # the handlers fail their request themselves
-                log.exception("stage %s (%s): %s failed", self.stage, self.name, fn.__name__)
-        self._shutdown()
+        self._threads.post(fn, *args)
 
     async def _stop(self) -> None:
         """Caller loop: forget every request, then shut the serial thread down."""
@@ -247,25 +202,15 @@ class LlamaCppEngine(ResumableEngine[_Session]):
         self._requests.clear()
         with self._lock:
             self._stopping = True
-        thread = self._thread
-        if thread is None:
+        if not self._threads.started:
             return
         for session in sessions:
             if session.flight is not None:
                 session.flight.cancelled = True
-            self._serial.put((self._close, (session,)))
-        self._serial.put(None)
-        await asyncio.to_thread(thread.join, self._shutdown_timeout)
-        if thread.is_alive():
+            self._threads.post(self._close, session)
+        if not await self._threads.stop(self._shutdown_timeout):
             log.warning("stage %s (%s): llama.cpp thread did not stop within %.0f s",
                         self.stage, self.name, self._shutdown_timeout)
-
-    def _shutdown(self) -> None:
-        """Serial thread: wait for the running completions (each stops at its next
-        token), then free the server (its destructor joins llama.cpp's loop)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-        self._server = None
 
     # -- serial thread: requests -------------------------------------------------------
 
@@ -396,9 +341,8 @@ class LlamaCppEngine(ResumableEngine[_Session]):
         return fresh
 
     def _start(self, session: _Session, flight: _Flight) -> None:
-        assert self._pool is not None
         session.flight = flight
-        self._pool.submit(self._complete, session, flight)
+        self._threads.submit(self._complete, session, flight)
 
     # -- worker threads: one completion each -------------------------------------------
 
@@ -413,16 +357,17 @@ class LlamaCppEngine(ResumableEngine[_Session]):
             if flight.cancelled:
                 return True
             if delta.text or delta.finish:
-                self._serial.put((self._on_delta, (session, flight, delta)))
+                self._threads.post(self._on_delta, session, flight, delta)
             return False
 
         try:
             if not flight.cancelled:
-                stream_completion(self._server, flight.prompt, max_tokens, sampling, on_delta)
+                stream_completion(self._threads.server, flight.prompt, max_tokens, sampling,
+                                  on_delta)
         except BaseException as exc:
-            self._serial.put((self._on_failed, (session, flight, exc)))
+            self._threads.post(self._on_failed, session, flight, exc)
             return
-        self._serial.put((self._on_end, (session, flight)))
+        self._threads.post(self._on_end, session, flight)
 
     # -- serial thread: completion results ----------------------------------------------
 
@@ -464,7 +409,7 @@ class LlamaCppEngine(ResumableEngine[_Session]):
                 self._fail(session, exc)
                 return
         if finished and delta.usage is not None:  # on record before the last output goes
-            self.prefills.append(Prefill(session.request_id, chunk.generate, delta.usage,
+            self.prefills.append(Prefill(session.request_id, delta.usage, chunk.generate,
                                          chunk.detached))
         if chunk.generate:
             for result in results:

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engines.base import Usage
+
 
 @dataclass(frozen=True, slots=True)
 class ServerConfig:
@@ -60,17 +62,6 @@ def start_server(config: ServerConfig) -> Any:
     params.ctx_shift = False  # a full context is the adapter's to compact, not llama.cpp's
     params.verbosity = -1  # llama.cpp's own log lines otherwise go to stderr per request
     return xllamacpp.Server(params)
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """What one completion cost (llama.cpp's ``usage`` and ``timings``)."""
-
-    prompt_tokens: int  # the whole prompt
-    cached_tokens: int  # of those, reused from the slot's cache (not prefilled)
-    completion_tokens: int
-    prompt_ms: float  # prefilling the rest
-    predicted_ms: float
 
 
 @dataclass(frozen=True, slots=True)

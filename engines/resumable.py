@@ -3,11 +3,13 @@ the requests as the caller's loop sees them.
 
 Each engine runs its model on threads of its own and calls the plugin's
 ``ResumableAdapter`` on one engine thread only; this base holds the caller's
-side: the request table, the output queue, readiness, and the crossing of
-results back onto the caller's loop (``call_soon_threadsafe``), where an
-output of a request aborted meanwhile is dropped. Subclasses say how work is
-posted to their thread (``_post``), how they start and stop, and what a
-planned chunk does (``_accept``) and closing (``_close``) mean.
+side: the request table (a new request is posted to the engine thread to
+open), the output queue, readiness, and the crossing of results back onto the
+caller's loop (``call_soon_threadsafe``), where an output of a request aborted
+meanwhile is dropped. Subclasses say how work is posted to their thread
+(``_post``), how they start and stop, what they keep of a request
+(``_new_request``), and what a planned chunk does (``_accept``) and closing
+(``_close``) mean.
 """
 
 from __future__ import annotations
@@ -66,6 +68,10 @@ class ResumableEngine(Generic[R]):
         """Run ``fn(*args)`` on the engine thread, in posting order."""
         raise NotImplementedError
 
+    def _new_request(self, request_id: str, tag: Any) -> R:
+        """The engine's record of a new request."""
+        raise NotImplementedError
+
     def _accept(self, request: R, chunk: PromptChunk | None) -> None:
         """What the engine does with a payload's planned chunk."""
         raise NotImplementedError
@@ -91,6 +97,14 @@ class ResumableEngine(Generic[R]):
             await asyncio.Event().wait()
         finally:
             await self._stop()
+
+    async def submit_initial(self, request_id: str, tag: Any, payload: Any) -> None:
+        if request_id in self._requests:
+            raise ValueError(f"request {request_id} already exists")
+        self._bind_caller()
+        request = self._new_request(request_id, tag)
+        self._requests[request_id] = request
+        self._post(self._open, request, payload)
 
     async def wait_ready(self) -> None:
         """Return once the model is up; raise what stopped it from starting.

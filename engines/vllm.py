@@ -157,13 +157,8 @@ class VllmEngine(ResumableEngine[_Session]):
             dead = True
         return f"stage {self.name}: the LLM engine died" if dead else ""
 
-    async def submit_initial(self, request_id: str, tag: Any, payload: Any) -> None:
-        if request_id in self._requests:
-            raise ValueError(f"request {request_id} already exists")
-        self._bind_caller()
-        session = _Session(request_id, tag)
-        self._requests[request_id] = session
-        self._post(self._open, session, payload)
+    def _new_request(self, request_id: str, tag: Any) -> _Session:
+        return _Session(request_id, tag)
 
     async def submit_update(self, request_id: str, payload: Any) -> None:
         session = self._requests.get(request_id)

@@ -18,9 +18,19 @@ _PAUSE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.
 
 
 class Metrics:
+    """The gateway's metrics, one registry; each family is declared by its own
+    method below."""
+
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        r = self.registry
+        self._declare_connections(self.registry)
+        self._declare_events(self.registry)
+        self._declare_latencies(self.registry)
+        self._declare_process(self.registry)
+        self._declare_engines(self.registry)
+
+    def _declare_connections(self, r: CollectorRegistry) -> None:
+        """Sessions, their admission and resumes, and the sockets they arrive on."""
         self.sessions = Gauge("duplex_sessions_active", "open sessions on this process",
                               registry=r)
         self.sessions_opened = Counter("duplex_sessions_opened", "sessions opened",
@@ -42,6 +52,9 @@ class Metrics:
         self.webrtc_calls = Gauge("duplex_webrtc_calls_active",
                                   "WebRTC peer connections open on this process (from the "
                                   "answer to the hang-up)", registry=r)
+
+    def _declare_events(self, r: CollectorRegistry) -> None:
+        """What went out to clients, and the store's repairs under it."""
         self.events = Counter("duplex_server_events", "server events journaled and sent",
                               ["type"], registry=r)
         self.errors = Counter("duplex_errors", "error events sent to clients", ["code"],
@@ -53,6 +66,9 @@ class Metrics:
         self.store_restarts = Counter(
             "duplex_store_restarts", "times the embedded Valkey exited and was restarted",
             registry=r)
+
+    def _declare_latencies(self, r: CollectorRegistry) -> None:
+        """Where a reply's time goes: stages, turns, first audio."""
         self.stage_latency = Histogram(
             "duplex_stage_latency_seconds",
             "time from a stage request's submit to each of its visible outputs",
@@ -73,6 +89,8 @@ class Metrics:
             "mouth to ear less the network and the client's playback",
             buckets=_LATENCY_BUCKETS, registry=r)
 
+    def _declare_process(self, r: CollectorRegistry) -> None:
+        """The process's garbage collector, which every session waits on."""
         self.gc_pauses = Histogram(
             "duplex_gc_pause_seconds",
             "the garbage collector's pauses of this process (every session waits them out)",
@@ -82,6 +100,8 @@ class Metrics:
             "objects alive at readiness, frozen out of every later collection "
             "(gateway.heap; 0 where the process was not started by the CLI)", registry=r)
 
+    def _declare_engines(self, r: CollectorRegistry) -> None:
+        """What the engines count themselves, read when scraped."""
         self.guesses = _Guesses()
         r.register(self.guesses)
         self.model_servers = _ModelServers()

@@ -1,8 +1,11 @@
-"""What the JSON carriers (Telnyx, Plivo) share in reading a message, with no I/O.
+"""What the JSON carriers (Twilio, Exotel, Telnyx, Plivo) share in reading a
+message, with no I/O.
 
 Their messages are JSON objects named by ``event``, and their audio is base64 in
-``media.payload``. Reading one is total: whatever the frame holds, the answer is
-the message or an ``Ignore`` saying why not (the transport logs it, rate-limited).
+``media.payload``; an echo of a point in our audio (a ``mark``, Plivo's
+``checkpoint``) says the caller has heard up to it. Reading one is total:
+whatever the frame holds, the answer is the message or an ``Ignore`` saying why
+not (the transport logs it, rate-limited).
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ from typing import Any
 from duplex import commands as c
 from duplex import wire
 from duplex.errors import InvalidRequest
-from gateway.transports.codec import QUIET, Frame, Ignore
+from gateway.telephony.playback import Playback
+from gateway.transports.codec import QUIET, Frame, Ignore, Inbound
 
 
 def read_event(frame: Frame, max_bytes: int) -> tuple[str, dict[str, Any]] | Ignore:
@@ -54,6 +58,17 @@ def keypress_digit(body: dict[str, Any]) -> str | Ignore:
     if isinstance(digit, str) and digit:
         return digit[:1]
     return Ignore("dtmf_type", "dtmf whose digit is not a string")
+
+
+def played(kind: str, name: object, playback: Playback) -> Inbound:
+    """An echoed ``kind`` (``mark``, ``checkpoint``) named ``name``: booked as heard
+    when it is one of ours (what that tells the session: ``Playback.news``), else
+    why not."""
+    if not isinstance(name, str):
+        return Ignore(f"{kind}_type", f"a {kind} whose name is not a string")
+    if not playback.played(name):
+        return Ignore(f"foreign_{kind}", f"{kind} {name[:80]!r}, not one of ours")
+    return playback.news()
 
 
 def audio_delta(ev: dict[str, Any]) -> tuple[str, str, str] | None:

@@ -24,7 +24,7 @@ from typing import Any
 from duplex import commands as c
 from duplex.config import AudioFormat
 from duplex.errors import InvalidRequest
-from gateway.telephony.carrier_json import read_event
+from gateway.telephony.carrier_json import body_of, keypress_digit, played, read_event
 from gateway.telephony.chunking import Chunk, ChunkedRender, Chunker, Playout
 from gateway.transports.codec import (
     QUIET,
@@ -104,11 +104,11 @@ class ExotelCodec(ChunkedRender):
     def _started(self, event: str, msg: dict[str, Any]) -> Inbound:
         if msg.get("stream_sid") != self.stream_sid:
             return Ignore("stream_sid", f"{event[:40]!r} for another stream")
-        body = msg.get(event)
-        if not isinstance(body, dict):
-            if event in ("connected", "start"):
-                return QUIET
-            return Ignore("no_body", f"{event[:40]!r} without its {event[:40]!r} object")
+        if event in ("connected", "start"):
+            return QUIET  # said again: nothing new
+        body = body_of(event, msg)
+        if isinstance(body, Ignore):
+            return body
         match event:
             case "media":
                 payload = body.get("payload")
@@ -119,24 +119,13 @@ class ExotelCodec(ChunkedRender):
                 except InvalidRequest:
                     return Ignore("bad_base64", "media with bad base64")
             case "mark":
-                return self._mark(body.get("name"))
+                assert self.playout is not None  # started
+                return played("mark", body.get("name"), self.playout.playback)
             case "dtmf":
-                digit = body.get("digit")
-                if isinstance(digit, str) and digit:
-                    return Keypress(digit[:1])
-                return Ignore("dtmf_type", "dtmf whose digit is not a string")
-            case "connected" | "start":
-                return QUIET
+                digit = keypress_digit(body)
+                return digit if isinstance(digit, Ignore) else Keypress(digit)
             case other:
                 return Ignore("unknown_event", f"unknown event {other[:40]!r}")
-
-    def _mark(self, name: object) -> Inbound:
-        assert self.playout is not None  # started
-        if not isinstance(name, str):
-            return Ignore("mark_type", "a mark whose name is not a string")
-        if not self.playout.playback.played(name):
-            return Ignore("foreign_mark", f"mark {name[:80]!r}, not one of ours")
-        return self.playout.playback.news()
 
     # -- out -------------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ from gateway.telephony.carrier_json import (
     body_of,
     inbound_payload,
     keypress_digit,
+    played,
     read_event,
 )
 from gateway.telephony.playback import Playback
@@ -131,13 +132,7 @@ class PlivoCodec(CarrierRender):
             case "start" | "clearedAudio":
                 return QUIET
             case "playedStream":
-                name = msg.get("name")
-                if not isinstance(name, str):
-                    return Ignore("checkpoint_type", "a checkpoint whose name is not a string")
-                if not self.playback.played(name):
-                    return Ignore("foreign_checkpoint",
-                                  f"checkpoint {name[:80]!r}, not one of ours")
-                return self.playback.news()
+                return played("checkpoint", msg.get("name"), self.playback)
             case "media" | "dtmf":
                 body = body_of(event, msg)
                 if isinstance(body, Ignore):

@@ -35,6 +35,7 @@ from gateway.telephony.carrier_json import (
     body_of,
     inbound_payload,
     keypress_digit,
+    played,
     read_event,
 )
 from gateway.telephony.playback import Playback
@@ -152,12 +153,7 @@ class TelnyxCodec(CarrierRender):
                     audio = self.linear.to_session(audio)
                 return c.AppendAudio(None, audio)
             case "mark":
-                name = body.get("name")
-                if not isinstance(name, str):
-                    return Ignore("mark_type", "a mark whose name is not a string")
-                if not self.playback.played(name):
-                    return Ignore("foreign_mark", f"mark {name[:80]!r}, not one of ours")
-                return self.playback.news()
+                return played("mark", body.get("name"), self.playback)
             case "dtmf":
                 digit = keypress_digit(body)
                 return digit if isinstance(digit, Ignore) else Keypress(digit)

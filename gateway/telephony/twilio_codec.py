@@ -22,8 +22,14 @@ import re
 from typing import Any
 
 from duplex import commands as c
-from duplex.errors import InvalidRequest
-from gateway.telephony.carrier_json import read_event
+from gateway.telephony.carrier_json import (
+    base64_len,
+    body_of,
+    inbound_payload,
+    keypress_digit,
+    played,
+    read_event,
+)
 from gateway.telephony.playback import Playback
 from gateway.telephony.server_events import CarrierRender
 from gateway.transports.codec import (
@@ -98,41 +104,22 @@ class TwilioCodec(CarrierRender):
     def _started(self, event: str, msg: dict[str, Any]) -> Inbound:
         if msg.get("streamSid") != self.stream_sid:
             return Ignore("stream_sid", f"{event[:40]!r} for another stream")
-        body = msg.get(event)
-        if not isinstance(body, dict):
-            if event in ("connected", "start"):
-                return QUIET
-            return Ignore("no_body", f"{event[:40]!r} without its {event[:40]!r} object")
+        if event in ("connected", "start"):
+            return QUIET  # said again: nothing new
+        body = body_of(event, msg)
+        if isinstance(body, Ignore):
+            return body
         match event:
             case "media":
-                return self._media_in(body)
+                audio = inbound_payload(body)
+                return audio if isinstance(audio, Ignore) else c.AppendAudio(None, audio)
             case "mark":
-                name = body.get("name")
-                if not isinstance(name, str):
-                    return Ignore("mark_type", "a mark whose name is not a string")
-                if not self.playback.played(name):
-                    return Ignore("foreign_mark", f"mark {name[:80]!r}, not one of ours")
-                return self.playback.news()
+                return played("mark", body.get("name"), self.playback)
             case "dtmf":
-                digit = body.get("digit")
-                if isinstance(digit, str) and digit:
-                    return Keypress(digit[:1])
-                return Ignore("dtmf_type", "dtmf whose digit is not a string")
-            case "connected" | "start":
-                return QUIET
+                digit = keypress_digit(body)
+                return digit if isinstance(digit, Ignore) else Keypress(digit)
             case other:
                 return Ignore("unknown_event", f"unknown event {other[:40]!r}")
-
-    def _media_in(self, body: dict[str, Any]) -> Inbound:
-        track, payload = body.get("track", "inbound"), body.get("payload")
-        if not isinstance(track, str) or not isinstance(payload, str):
-            return Ignore("media_type", "media whose track/payload is not a string")
-        if track not in ("inbound", "inbound_track"):
-            return QUIET
-        try:
-            return c.AppendAudio(None, c.decode_base64_audio(payload))
-        except InvalidRequest:
-            return Ignore("bad_base64", "media with bad base64")
 
     # -- out -------------------------------------------------------------------------
 
@@ -147,8 +134,7 @@ class TwilioCodec(CarrierRender):
         if not isinstance(payload, str):
             return NOTHING
         rid, item_id = str(ev.get("response_id")), str(ev.get("item_id"))
-        nbytes = len(payload) * 3 // 4 - payload[-2:].count("=")
-        name = self.playback.sent(rid, item_id, nbytes)
+        name = self.playback.sent(rid, item_id, base64_len(payload))
         return Rendered((self._media_out(payload), self._mark(rid, name)))
 
     def _media_out(self, payload: str) -> str:

@@ -19,6 +19,7 @@ from typing import Protocol, TypeVar
 
 import numpy as np
 import pytest
+from cascade_agent import agent, ears  # noqa: F401 (fixtures: the agent's tests take them)
 
 from gateway.audio import resample
 from plugins.base import Pcm

@@ -6,25 +6,17 @@ conversation goes on as if it had not happened. Typed turns, text replies
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from client import RealtimeClient
-from gateway_process import GatewayProcess, running_cascade
+from gateway_process import GatewayProcess
 
 pytest.importorskip("xllamacpp", reason="the [cpu] extra (xllamacpp) is not installed")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 REPLY_S = 240  # a busy 2-core box: a reply's prefill alone may take a while
 TEXT = ["text"]
-
-
-@pytest.fixture(scope="module")
-def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    with running_cascade(Path(tmp_path_factory.mktemp("cascade-oob"))) as proc:
-        yield proc
 
 
 def user(text: str) -> dict[str, Any]:

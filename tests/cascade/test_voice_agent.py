@@ -11,14 +11,14 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from cascade_agent import words
 from client import RealtimeClient
-from gateway_process import GatewayProcess, running, running_cascade
+from gateway_process import GatewayProcess, running
 
 from gateway.audio import resample
 from gateway.call_audio import last_voiced
@@ -30,12 +30,6 @@ SILENCE_S = 1.2
 
 
 @pytest.fixture(scope="module")
-def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    with running_cascade(Path(tmp_path_factory.mktemp("cascade"))) as proc:
-        yield proc
-
-
-@pytest.fixture(scope="module")
 def voice() -> Any:
     from plugins.cascade.talker import PiperTts
 
@@ -44,25 +38,12 @@ def voice() -> Any:
     return tts
 
 
-@pytest.fixture(scope="module")
-def ears() -> Any:
-    from plugins.cascade.listener import WhisperAsr
-
-    asr = WhisperAsr()
-    asr.load()
-    return asr
-
-
 def say(voice: Any, text: str) -> np.ndarray:
     """``text`` spoken, at 24 kHz, then enough silence for the VAD to end the turn."""
     pcm = np.concatenate(list(voice.synthesize(text)))
     pcm24 = resample(pcm, voice.sample_rate, 24000)
     return np.concatenate([np.zeros(4800, np.int16), pcm24,
                            np.zeros(int(24000 * SILENCE_S), np.int16)])
-
-
-def words(text: str) -> set[str]:
-    return set(re.findall(r"[a-z']+", text.lower()))
 
 
 def reply_audio(events: list[dict[str, Any]], response_id: str) -> np.ndarray:

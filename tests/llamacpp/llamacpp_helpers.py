@@ -11,7 +11,8 @@ import pytest
 from engine_router import Router
 
 from engines import build_engine
-from engines.llamacpp import LlamaCppEngine, Prefill
+from engines.base import Prefill
+from engines.llamacpp import LlamaCppEngine
 from engines.stages import LlamaCppStage
 from plugins.cascade.llm import LlmChoice
 from plugins.cascade.model_cache import ModelCacheError

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
+from cascade_agent import words
 from engine_router import reply_text
 from llamacpp_helpers import Thinker, default_stage, running, running_thinker
 
@@ -66,10 +67,6 @@ class Chat:
 
     async def instruct(self, instructions: str) -> None:
         await self.t.engine.submit_update(self.rid, Context(instructions))
-
-
-def words(text: str) -> set[str]:
-    return set(re.findall(r"[a-z0-9']+", text.lower()))
 
 
 async def test_the_issues_questions_are_answered_right(thinker: Thinker) -> None:

@@ -20,6 +20,7 @@ _E2E = str(Path(__file__).resolve().parent.parent / "e2e")
 if _E2E not in sys.path:
     sys.path.insert(0, _E2E)
 
+from cascade_agent import agent, ears  # noqa: E402, F401 (fixtures, for the cascade's test)
 from gateway_process import GatewayProcess, running_tone  # noqa: E402
 from openai_conformance import Conformance  # noqa: E402
 from peer_client import PeerClient, calls_made  # noqa: E402

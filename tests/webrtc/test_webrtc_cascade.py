@@ -6,16 +6,14 @@ ways), then the hang-up."""
 from __future__ import annotations
 
 import base64
-import re
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import soundfile as sf
+from cascade_agent import words
 from client import journal, valkey
-from gateway_process import REPO, GatewayProcess, running_cascade
+from gateway_process import REPO, GatewayProcess
 from heard import FRAME_MS, heard_at_least, loud
 from peer_client import PeerClient
 
@@ -25,25 +23,6 @@ pytest.importorskip("xllamacpp", reason="the [cpu] extra (xllamacpp) is not inst
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 QUESTION = REPO / "samples" / "question.wav"
-
-
-@pytest.fixture(scope="module")
-def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    with running_cascade(Path(tmp_path_factory.mktemp("cascade"))) as proc:
-        yield proc
-
-
-@pytest.fixture(scope="module")
-def ears() -> Any:
-    from plugins.cascade.listener import WhisperAsr
-
-    asr = WhisperAsr()
-    asr.load()
-    return asr
-
-
-def words(text: str) -> set[str]:
-    return set(re.findall(r"[a-z]+", text.lower()))
 
 
 async def test_a_spoken_question_gets_a_spoken_answer_on_the_track(
