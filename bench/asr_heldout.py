@@ -172,6 +172,10 @@ DECODINGS: dict[str, dict[str, Any]] = {
     "stock": {},  # faster-whisper's transcribe(): 30 s, beam 5, temperature fallback
 }
 
+# Left out of a run that names no decodings: the same as another, or measured
+# once and settled (bench/README.md, runs 4 and 5)
+RUN_ONLY_BY_NAME = ("default", "window8", "window6", "beam3", "beam10", "beam5+instructions")
+
 
 # -- scoring ---------------------------------------------------------------------
 
@@ -458,7 +462,7 @@ def main() -> None:
                         help="names of plugins.cascade.asr.MODELS or model directories, "
                              "each with :COMPUTE_TYPE for other than int8 (e.g. :float32)")
     parser.add_argument("--decodings", default=",".join(
-                            d for d in DECODINGS if d not in ("default", "window8", "window6")),
+                            d for d in DECODINGS if d not in RUN_ONLY_BY_NAME),
                         help=f"any of {', '.join(DECODINGS)}")
     parser.add_argument("--human", default=None,
                         help="the moonshine-voice wheel or the directory its package is in")
