@@ -93,3 +93,37 @@ def fake_server() -> Iterator[FakeServer]:
         yield server
     finally:
         server.stop()
+
+
+async def cancel_mid_reply(ws_url: str, text: str, instructions: str | None = None) -> None:
+    """Ask for a reply by text, cancel it at its first audio, and see it cancelled."""
+    from client import RealtimeClient
+
+    c = await RealtimeClient.connect(ws_url)
+    try:
+        await c.recv()
+        if instructions is not None:
+            await c.send("session.update", session={"instructions": instructions})
+            await c.until("session.updated")
+        await c.send("conversation.item.create", item={
+            "type": "message", "role": "user",
+            "content": [{"type": "input_text", "text": text}]})
+        await c.send("response.create")
+        await c.until("response.output_audio.delta", timeout=60)
+        await c.send("response.cancel")
+        done = await c.until("response.done", timeout=30)
+        assert done["response"]["status"] == "cancelled"
+    finally:
+        await c.close()
+
+
+async def one_more_drop(server: FakeServer, counter: str, before: int) -> None:
+    """Wait until the server has seen one more dropped stream than ``before`` (it
+    learns of a drop on its own loop), and no more than one."""
+    from client import eventually
+
+    async def grown() -> int:
+        return int(server.log()[counter] > before)
+
+    await eventually(grown, 20, f"the server's {counter} past {before}")
+    assert server.log()[counter] == before + 1

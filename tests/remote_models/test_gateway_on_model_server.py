@@ -6,7 +6,6 @@ turn works once it is back."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 from client import RealtimeClient
-from conftest import FakeServer
+from conftest import FakeServer, cancel_mid_reply, one_more_drop
 from gateway_process import GatewayProcess, running_cascade
 
 from gateway.audio import resample
@@ -111,26 +110,8 @@ async def test_a_cancelled_reply_closes_the_servers_stream(gateway: GatewayProce
                                                            fresh: FakeServer) -> None:
     fresh.control(delay_s=0.05)
     dropped = fresh.log()["disconnects"]
-    c = await RealtimeClient.connect(gateway.ws)
-    try:
-        await c.recv()
-        await c.send("session.update", session={"instructions": "Answer at length."})
-        await c.until("session.updated")
-        await c.send("conversation.item.create", item={
-            "type": "message", "role": "user",
-            "content": [{"type": "input_text", "text": "Tell me everything"}]})
-        await c.send("response.create")
-        await c.until("response.output_audio.delta", timeout=60)
-        await c.send("response.cancel")
-        done = await c.until("response.done", timeout=30)
-        assert done["response"]["status"] == "cancelled"
-    finally:
-        await c.close()
-    for _ in range(400):  # the server learns of the drop on its own loop
-        if fresh.log()["disconnects"] > dropped:
-            break
-        await asyncio.sleep(0.05)
-    assert fresh.log()["disconnects"] == dropped + 1
+    await cancel_mid_reply(gateway.ws, "Tell me everything", instructions="Answer at length.")
+    await one_more_drop(fresh, "disconnects", dropped)
     assert await gateway.metric("duplex_model_server_disconnects_total", stage="think") >= 1
 
 

@@ -7,7 +7,6 @@ the speech server's stream."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 from client import RealtimeClient, reply_pcm
-from conftest import FakeServer
+from conftest import FakeServer, cancel_mid_reply, one_more_drop
 from gateway_process import GatewayProcess, running_cascade
 
 from gateway.audio import resample
@@ -117,21 +116,5 @@ async def test_a_cancelled_reply_drops_the_speech_servers_stream(gateway: Gatewa
     # 0.3 s before each 100 ms piece: a clause's stream lasts seconds, cancelled in its first
     fresh.control(speech_mode="slow", speech_delay_s=0.3)
     dropped = fresh.log()["speech_disconnects"]
-    c = await RealtimeClient.connect(gateway.ws)
-    try:
-        await c.recv()
-        await c.send("conversation.item.create", item={
-            "type": "message", "role": "user",
-            "content": [{"type": "input_text", "text": "Tell me everything you know"}]})
-        await c.send("response.create")
-        await c.until("response.output_audio.delta", timeout=60)
-        await c.send("response.cancel")
-        done = await c.until("response.done", timeout=30)
-        assert done["response"]["status"] == "cancelled"
-    finally:
-        await c.close()
-    for _ in range(400):  # the server learns of the drop on its own loop
-        if fresh.log()["speech_disconnects"] > dropped:
-            break
-        await asyncio.sleep(0.05)
-    assert fresh.log()["speech_disconnects"] == dropped + 1
+    await cancel_mid_reply(gateway.ws, "Tell me everything you know")
+    await one_more_drop(fresh, "speech_disconnects", dropped)
