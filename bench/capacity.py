@@ -195,21 +195,10 @@ def measure_store(args: argparse.Namespace, tmp: Path, m: Measured) -> None:
     url = server.start()
     procs: list[subprocess.Popen[str]] = []
     try:
-        for i in range(args.load_procs):
-            procs.append(subprocess.Popen(
-                [sys.executable, __file__, "--load-worker", str(i), "--url", url,
-                 "--load-seconds", str(args.load_seconds)], cwd=relay.REPO, text=True,
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, preexec_fn=relay.die_with_parent))
-        for p in procs:
-            assert p.stdout is not None
-            if p.stdout.readline().strip() != "READY":
-                raise SystemExit("a load process did not start")
-        start_at = time.time() + 0.3
-        for p in procs:
-            assert p.stdin is not None
-            p.stdin.write(f"{start_at}\n")
-            p.stdin.flush()
-        time.sleep(max(0.0, start_at - time.time()))
+        relay.start_together(
+            [[sys.executable, __file__, "--load-worker", str(i), "--url", url,
+              "--load-seconds", str(args.load_seconds)] for i in range(args.load_procs)],
+            relay.REPO, procs)
         assert server.pid is not None
         t0, c0 = time.monotonic(), proctree.ticks([server.pid]) or 0
         r = redis.Redis(unix_socket_path=str(server.socket_path))

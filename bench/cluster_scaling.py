@@ -112,21 +112,9 @@ def measure(primaries: int, load_procs: int, seconds: float, capacity_py: str) -
     cluster = ValkeyCluster(primaries, replicas=False).start()
     procs: list[subprocess.Popen[str]] = []
     try:
-        for i in range(load_procs):
-            procs.append(subprocess.Popen(
-                [sys.executable, capacity_py, "--cluster-load-worker", str(i),
-                 "--url", cluster.url, "--load-seconds", str(seconds)], cwd=REPO, text=True,
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, preexec_fn=relay.die_with_parent))
-        for p in procs:
-            assert p.stdout is not None
-            if p.stdout.readline().strip() != "READY":
-                raise SystemExit("a cluster load process did not start")
-        start_at = time.time() + 0.3
-        for p in procs:
-            assert p.stdin is not None
-            p.stdin.write(f"{start_at}\n")
-            p.stdin.flush()
-        time.sleep(max(0.0, start_at - time.time()))
+        relay.start_together(
+            [[sys.executable, capacity_py, "--cluster-load-worker", str(i), "--url", cluster.url,
+              "--load-seconds", str(seconds)] for i in range(load_procs)], REPO, procs)
         nodes = cluster.primaries
         t0 = time.monotonic()
         ticks0 = [proctree.ticks([n.pid]) or 0 for n in nodes]

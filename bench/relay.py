@@ -317,6 +317,26 @@ def die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+def start_together(argvs: list[list[str]], cwd: Path | str,
+                   procs: list[subprocess.Popen[str]]) -> None:
+    """Start load processes that print READY once set up (into ``procs``, so the
+    caller stops those started even when one fails), then hand them all one
+    wall-clock instant to begin at, and return at it: their load overlaps fully."""
+    for argv in argvs:
+        procs.append(subprocess.Popen(argv, cwd=cwd, text=True, stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, preexec_fn=die_with_parent))
+    for p in procs:
+        assert p.stdout is not None
+        if p.stdout.readline().strip() != "READY":
+            raise SystemExit(f"a load process did not start: {p.args}")
+    start_at = time.time() + 0.3
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write(f"{start_at}\n")
+        p.stdin.flush()
+    time.sleep(max(0.0, start_at - time.time()))
+
+
 def store_counters(sock: Path | None) -> dict[str, int] | None:
     """Valkey's own counters (INFO stats), or None without a socket to ask: reply
     writes (about one per round trip: a pipeline is one), commands executed (those
