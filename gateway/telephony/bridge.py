@@ -17,6 +17,7 @@ from typing import Protocol
 from starlette.websockets import WebSocket
 
 from duplex.store.client import connect
+from duplex.store.nodes import Nodes
 from gateway.config import GatewayConfig
 from gateway.telephony.calls import CallRegistry
 from gateway.transports.codec import Codec
@@ -71,7 +72,7 @@ class CallBridge:
             client = connect(cfg.redis_url or "unix:///nonexistent",
                              timeout_s=cfg.store_timeout_s)
             # a binding lives as long as its session can (a day where sessions never end)
-            self._registry = CallRegistry(client, (cfg.max_session_s or 24 * 3600.0)
+            self._registry = CallRegistry(Nodes(client), (cfg.max_session_s or 24 * 3600.0)
                                           + cfg.disconnect_grace_s, self.carrier.name)
         return self._registry
 

@@ -14,7 +14,8 @@ from redis.asyncio.cluster import RedisCluster
 
 _E2E = str(Path(__file__).resolve().parent.parent / "e2e")
 _FAULTS = str(Path(__file__).resolve().parent.parent / "faults")
-for _path in (_E2E, _FAULTS):
+_TELEPHONY = str(Path(__file__).resolve().parent.parent / "telephony")
+for _path in (_E2E, _FAULTS, _TELEPHONY):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
