@@ -206,7 +206,7 @@ async def _until_done(ws: ClientConnection, report: TurnReport, t0: float,
     while True:
         receiving = asyncio.ensure_future(_recv(ws))  # a cancelled recv loses nothing
         waits: set[asyncio.Future[Any]] = {receiving}
-        if silent and not sender.done():
+        if silent:  # done already, with --fast, before the first event: give up now
             waits.add(sender)
         await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         if not receiving.done():

@@ -7,6 +7,7 @@ import logging
 import os
 import socket
 import sys
+import textwrap
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -40,14 +41,22 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
+class _Help(argparse.HelpFormatter):
+    """Help text wrapped at spaces only: a flag named in a help string (``--tts-url``)
+    is never cut at its hyphen into ``--tts-`` and ``url``."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
-        prog="duplex-gateway",
+        prog="duplex-gateway", formatter_class=_Help,
         description="Real-time full-duplex voice gateway (OpenAI Realtime compatible, "
                     "Redis-leased resumable sessions).")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser(
-        "serve", help="run the gateway and the browser demo",
+        "serve", help="run the gateway and the browser demo", formatter_class=_Help,
         description="Run the gateway. Every flag can also be set by the environment "
                     "variable shown; REDIS_URL is accepted as is. With no Redis URL an "
                     "embedded Valkey starts under --data-dir and dies with the gateway.")
@@ -55,6 +64,7 @@ def _build_parser() -> argparse.ArgumentParser:
     add_model_server_arguments(serve)  # --llm-*: gateway.model_flags
     call = sub.add_parser(
         "call", help="speak audio files to a running gateway, one turn each",
+        formatter_class=_Help,
         description="Speak audio files to a running gateway as the user's turns of one "
                     "session (WAV of any sample format, FLAC, OGG, ...: anything "
                     "libsndfile reads), print for each turn both transcripts and the "
