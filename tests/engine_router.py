@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from engines.base import StageEngine, StageOutput
+from plugins.base import ReplyStep
 from plugins.cascade.payloads import Clause
 
 
@@ -37,6 +38,8 @@ class Router:
 
     async def _pump(self) -> None:
         async for out in self.engine.outputs():
+            if out.result is not None and isinstance(out.result.payload, ReplyStep):
+                continue  # a note for the session's timings, never for the talker
             self.arrivals[out.request_id].append(time.perf_counter())
             self.queues[out.request_id].put_nowait(out)
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from duplex.fence import Fence
 from engines.stages import PromptChunk, StageResult
-from plugins.base import Context, HistoryItem
+from plugins.base import Context, HistoryItem, ReplyStep
 from plugins.cascade.payloads import Clause, UserTurn
 from plugins.cascade.thinker import (
     DEFAULT_INSTRUCTIONS,
@@ -210,7 +210,8 @@ def test_reply_streams_as_clauses_ending_with_last() -> None:
               " and", " sunny", ".", " **Enjoy**", ""]
     results: list[StageResult] = []
     for i, d in enumerate(deltas):
-        results += a.on_text(s, chunk, d, i == len(deltas) - 1)
+        results += [r for r in a.on_text(s, chunk, d, i == len(deltas) - 1)
+                    if not isinstance(r.payload, ReplyStep)]  # what the talker gets
     clauses = [r.payload for r in results]
     assert all(isinstance(c, Clause) and c.turn_id == 7 for c in clauses)
     assert [c.last for c in clauses] == [False] * (len(clauses) - 1) + [True]
@@ -223,7 +224,8 @@ def test_empty_generation_still_ends_the_reply() -> None:
     a = ThinkerAdapter()
     s = a.open(FENCE)
     chunk = plan(a, s, start(4, "r", None))
-    assert a.on_text(s, chunk, "", True) == [
+    assert [r for r in a.on_text(s, chunk, "", True)
+            if not isinstance(r.payload, ReplyStep)] == [
         StageResult(Clause(4, "", True), segment_finished=True, visible=False)]
 
 
