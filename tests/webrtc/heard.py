@@ -31,3 +31,17 @@ async def heard_at_least(peer: PeerClient, ms: int, since: int = 0,
         return loud_ms(peer, since) if loud_ms(peer, since) >= ms else 0
 
     return await eventually(check, timeout, f"{ms} ms of reply audio heard on the track")
+
+
+async def heard_through(peer: PeerClient, frames: int, since: int = 0,
+                        timeout: float = 120.0) -> int:
+    """Once the track has run ``frames`` 20 ms frames past its first loud one from frame
+    ``since`` on: that first loud frame's index. The gateway's track sends a frame
+    every 20 ms, silence between replies, so the frames heard are a clock; loudness
+    alone is not (Opus moves a frame near the floor either way)."""
+    async def check() -> int | None:
+        first = next((i for i in range(since, len(peer.heard)) if loud(peer.heard[i])), None)
+        return first if first is not None and len(peer.heard) >= first + frames else None
+
+    first = await eventually(check, timeout, f"{frames} frames heard past the reply's start")
+    return first

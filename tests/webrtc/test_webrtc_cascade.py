@@ -14,7 +14,7 @@ import soundfile as sf
 from cascade_agent import words
 from client import journal, valkey
 from gateway_process import REPO, GatewayProcess
-from heard import FRAME_MS, heard_at_least, loud
+from heard import FRAME_MS, heard_through, loud, loud_ms
 from peer_client import PeerClient
 
 from gateway.audio import resample
@@ -40,9 +40,10 @@ async def test_a_spoken_question_gets_a_spoken_answer_on_the_track(
         transcript = done["response"]["output"][0]["content"][0]["transcript"]
         assert "paris" in words(transcript), transcript
         assert not peer.of("response.output_audio.delta")  # the audio came on the track
-        # wait until the track has carried as much reply audio as the journal holds
-        # (the deltas the channel did not send): 20 ms frames over the loudness floor,
-        # nine in ten of them, for Opus's edges
+        # wait until the track has played past the reply's length (plus half a second
+        # for the network), counted from its first loud frame after the call began: the
+        # track is silent until the reply (the question went the other way), so neither
+        # the events channel's timing nor Opus's edges move the count
         r = valkey(agent.data_dir)
         journaled = await journal(r, peer.events[0]["session"]["id"])
         await r.aclose()
@@ -50,14 +51,12 @@ async def test_a_spoken_question_gets_a_spoken_answer_on_the_track(
                                 for e in journaled
                                 if e["type"] == "response.output_audio.delta"])
         frames = reply[:reply.size // 480 * 480].reshape(-1, 480)
-        # counted from the end of the question, not from response.created: the track
-        # and the events channel are separate streams, and on a busy box the reply's
-        # first frames can be heard before the channel delivers response.created
-        # (only silence is on the track between the two)
-        start = peer.frames_by(peer.of("input_audio_buffer.speech_stopped")[-1])
-        await heard_at_least(peer, int(0.9 * FRAME_MS * sum(loud(f) for f in frames)),
-                             since=start, timeout=120)
-        audio = peer.heard_since(start)
+        first = await heard_through(peer, len(frames) + 25)
+        # and nothing of it was lost: the loud frames heard are the journal's, but for
+        # those Opus moved across the floor
+        journal_ms = FRAME_MS * sum(loud(f) for f in frames)
+        assert loud_ms(peer, first) >= 0.8 * journal_ms, (loud_ms(peer, first), journal_ms)
+        audio = peer.heard_since(first)
         said = ears.transcribe(resample(audio, 48000, 16000))
         # the answer, as heard through Opus twice: Whisper base makes a word of it
         # out now and then ("parrot", "Francis Paris"; the journal's own audio it
