@@ -17,6 +17,19 @@ from duplex.store.calls import StoreCalls
 # slot is freed by the reconciliation only this long after it was taken.
 _ADMIT_GRACE_MS = 60_000
 _RECONCILE_BATCH = 200  # admitted entries checked per reaper pass
+# what the reaper's pass names (due_buckets.lua builds each index's key)
+_EVERY_BUCKET = list(range(keys.BUCKETS))
+_EXPIRING, _LEASES = keys.bucket_template("expiring"), keys.bucket_template("leases")
+
+
+def _named(buckets: list[int]) -> str:
+    """The buckets as ``due_buckets.lua`` reads them: "0 1 2 …"."""
+    if buckets is _EVERY_BUCKET:
+        return _EVERY_BUCKET_NAMED
+    return " ".join(map(str, buckets))
+
+
+_EVERY_BUCKET_NAMED = " ".join(map(str, _EVERY_BUCKET))
 
 
 class FleetStore(StoreCalls):
@@ -133,23 +146,30 @@ class FleetStore(StoreCalls):
                 replies[i] = reply
         return replies
 
-    async def _due(self, indexes: list[str], due: str, limit: int) -> list[list[str]]:
-        """Each index's members due by ``due`` (ms) with their scores: one call per
-        primary (``due_buckets.lua``), whatever the number of buckets."""
+    async def _due(self, due: str, limit: int) -> list[tuple[int, int, list[str]]]:
+        """Every bucket's members due by ``due`` (ms), with their scores: ``(bucket,
+        kind, [member, score, …])`` for each index with some (kind 0: the expiring
+        index, 1: the leases). One call per primary (``due_buckets.lua``), whatever
+        the number of buckets."""
+        found: list[tuple[int, int, list[str]]] = []
+        for client, buckets in self._buckets_by_node():
+            rows = await self._run("claim_expired", self._s.due_buckets(
+                keys=[keys.leases(buckets[0])],
+                args=[due, limit, _EXPIRING, _LEASES, _named(buckets)], client=client))
+            found += zip(rows[::3], rows[1::3], rows[2::3], strict=True)
+        return found
+
+    def _buckets_by_node(self) -> list[tuple[aioredis.Redis, list[int]]]:
+        """The buckets each primary holds (one server: all of them)."""
+        if not self._nodes.clustered:
+            return [(self._node(keys.leases(0)), _EVERY_BUCKET)]
         groups: dict[int, list[int]] = defaultdict(list)
         clients: dict[int, aioredis.Redis] = {}
-        for i, key in enumerate(indexes):
-            node = self._node(key)
-            groups[id(node)].append(i)
+        for b in _EVERY_BUCKET:
+            node = self._node(keys.leases(b))
+            groups[id(node)].append(b)
             clients[id(node)] = node
-        rows: list[list[str]] = [[] for _ in indexes]
-        for group, members in groups.items():
-            named = [indexes[i] for i in members]
-            found = await self._run("claim_expired", self._s.due_buckets(
-                keys=named[:1], args=[due, limit, *named], client=clients[group]))
-            for i, row in zip(members, found, strict=True):
-                rows[i] = row
-        return rows
+        return [(clients[group], buckets) for group, buckets in groups.items()]
 
     # -- the reaper -------------------------------------------------------------------
 
@@ -171,14 +191,12 @@ class FleetStore(StoreCalls):
         claimer = keys.checked_id(claimer, "owner")
         await self._reconcile_admitted(now)
         due = codec.num(now * 1000)
-        indexes = (keys.expiring, keys.leases)  # abandoned claims first: the oldest work
-        probes = await self._due(
-            [index(b) for b in range(keys.BUCKETS) for index in indexes], due, limit)
-        # the `limit` most overdue, every bucket together: how many to claim in each
+        # the `limit` most overdue, every bucket together: how many to claim in each;
+        # abandoned claims (kind 0) first: the oldest work
         candidates = sorted(
-            (kind, float(score), n // 2)
-            for n, rows in enumerate(probes) for kind in [n % 2]
-            for score in rows[1::2])[:limit]
+            (kind, float(score), bucket)
+            for bucket, kind, row in await self._due(due, limit)
+            for score in row[1::2])[:limit]
         if not candidates:
             return []
         wanted: dict[int, int] = defaultdict(int)

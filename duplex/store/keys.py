@@ -105,6 +105,12 @@ def expiring(bucket: int) -> str:
     return f"dg:{tag(bucket)}:expiring"
 
 
+def bucket_template(suffix: str) -> str:
+    """A bucket index's printf name, the bucket as ``%03d`` (``leases``: what
+    ``leases(b)`` names), for a script that names many buckets' indexes itself."""
+    return "dg:{b%03d}:" + suffix
+
+
 def replication_barrier(bucket: int) -> str:
     """Counter bumped by settled_last_seq so a WAIT after it covers every earlier
     write on the bucket's primary."""

@@ -57,3 +57,10 @@ def test_a_tag_outside_the_buckets_is_refused() -> None:
         keys.tag(keys.BUCKETS)
     with pytest.raises(ValueError):
         keys.tag(-1)
+
+
+def test_a_bucket_template_names_what_the_bucket_functions_name() -> None:
+    # due_buckets.lua builds the reaper's index names from these templates
+    for bucket in range(keys.BUCKETS):
+        assert keys.bucket_template("leases") % bucket == keys.leases(bucket)
+        assert keys.bucket_template("expiring") % bucket == keys.expiring(bucket)
