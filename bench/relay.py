@@ -440,10 +440,31 @@ def start_echo(uvloop: bool, extra: list[str]) -> Server:
     return Server("echo server", cmd, ECHO_READY).start()
 
 
+class StartLine:
+    """One wall-clock instant for runs started together (``--together``): each run's
+    client processes get it once every run's are ready, so the windows are the same
+    however long one side took to set up on a busy box."""
+
+    def __init__(self, parties: int) -> None:
+        self.at = 0.0
+        self._barrier = threading.Barrier(parties, action=self._set)
+
+    def _set(self) -> None:
+        self.at = time.time() + 0.25
+
+    def wait(self) -> float:
+        self._barrier.wait(timeout=300)
+        return self.at
+
+    def abort(self) -> None:
+        self._barrier.abort()
+
+
 def run_one(target: str, url: str, server_pids: tuple[int, int | None], n: int, seconds: float,
             procs: int, uvloop: bool, store_sock: Path | None = None,
             binary: bool = False, gateway_session: str | None = None,
-            deflate: bool = False, metrics_at: list[str] | None = None) -> Run:
+            deflate: bool = False, metrics_at: list[str] | None = None,
+            go: StartLine | None = None) -> Run:
     run = Run(target, n, min(procs, n), seconds)
     split = [n // run.procs + (1 if i < n % run.procs else 0) for i in range(run.procs)]
     workers: list[subprocess.Popen[str]] = []
@@ -471,7 +492,7 @@ def run_one(target: str, url: str, server_pids: tuple[int, int | None], n: int, 
             if line.strip() != "READY":
                 raise RuntimeError(line.strip() or f"client worker exited {w.wait(30)}")
         gc0 = gateway_metrics.long_pauses(metrics_at) if metrics_at else None
-        wall_t0 = time.time() + 0.25
+        wall_t0 = go.wait() if go else time.time() + 0.25
         for w in workers:
             assert w.stdin is not None
             w.stdin.write(f"GO {wall_t0}\n")
@@ -500,7 +521,9 @@ def run_one(target: str, url: str, server_pids: tuple[int, int | None], n: int, 
             results.append(json.loads(line[7:]))
             w.wait(30)
     except Exception as exc:
-        run.failure = str(exc).splitlines()[0][:160]
+        if go:
+            go.abort()  # the runs started with this one must not wait for it
+        run.failure = (str(exc).splitlines() or [type(exc).__name__])[0][:160]
         return run
     finally:
         for w in workers:
@@ -756,6 +779,8 @@ def _run_group(group: list[Job], tmp: Path, args: argparse.Namespace,
                metrics_at: list[str] | None) -> list[Run]:
     """Run ``group`` at the same time (each target its own client processes, measured
     over its own streaming window, which overlap), a thread each."""
+    go = StartLine(len(group)) if len(group) > 1 else None
+
     def one(job: Job) -> Run:
         target, url, pids, n = job
         # where gateway.cli puts its embedded Valkey: EmbeddedValkey(data dir / "valkey")
@@ -763,7 +788,7 @@ def _run_group(group: list[Job], tmp: Path, args: argparse.Namespace,
             and not args.gateway_url else None
         return run_one(target, url, pids, n, args.seconds, args.client_procs, args.uvloop,
                        sock, args.binary, args.gateway_session, args.deflate,
-                       metrics_at if target == "gateway" else None)
+                       metrics_at if target == "gateway" else None, go)
     if len(group) == 1:
         return [one(group[0])]
     with concurrent.futures.ThreadPoolExecutor(len(group)) as pool:

@@ -122,7 +122,7 @@ async def test_a_full_store_refuses_new_sessions_and_turns_then_takes_them_again
                 first = await first_event_of_a_new_session(gw.ws)
                 return first if first["type"] == "error" else None
 
-            error = (await eventually(refused, 30, "a new session is refused"))["error"]
+            error = (await eventually(refused, 120, "a new session is refused"))["error"]
             assert error["code"] == "store_full" and "full" in error["message"]
             await c.send("response.create")  # a new turn in the session already open
             await expect_error(c, "store_full")
@@ -131,7 +131,7 @@ async def test_a_full_store_refuses_new_sessions_and_turns_then_takes_them_again
             async def opened() -> bool:
                 return (await first_event_of_a_new_session(gw.ws))["type"] == "session.created"
 
-            await eventually(opened, 30, "new sessions are taken again")
+            await eventually(opened, 120, "new sessions are taken again")
             await c.send("response.create")
             await c.until("response.done", 30)
         finally:
