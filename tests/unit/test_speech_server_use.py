@@ -106,3 +106,15 @@ def test_a_use_counts_each_requests_outcome_and_each_dropped_stream() -> None:
     assert use.gate.open == 0
     assert dict(use.counts) == {"ok": 1, "ServerDown": 1, "failed": 1, "ServerBusy": 1}
     assert use.disconnects == 1
+
+
+def test_serve_refuses_a_bad_number_before_it_starts(monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from gateway import cli
+
+    monkeypatch.setattr(cli, "interrupt_as_terminate", lambda: None)  # pytest keeps Ctrl-C
+    # the flag is exported to this variable: set first, monkeypatch restores it after
+    monkeypatch.setenv("DUPLEX_GATEWAY_TTS_MAX_WAITING", "0")
+    assert cli.main(["serve", "--tts-max-waiting", "-1"]) == 2
+    assert "--tts-max-waiting (env DUPLEX_GATEWAY_TTS_MAX_WAITING) must be 0 or more, " \
+           "not -1" in capsys.readouterr().err
