@@ -102,6 +102,7 @@ class ChatServerEngine:
         # completions by outcome (ok, or the failure's class), and their tokens
         # (prompt, cached, completion): gateway.metrics reads these
         self.counts: Counter[str] = Counter()
+        self.counts_tokens = True
         self.disconnects = 0  # streams closed before they ended (barge-ins, aborts)
 
     # -- StageEngine -----------------------------------------------------------------

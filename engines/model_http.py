@@ -17,7 +17,9 @@ server is named, and its silence or absence worded, the same way for all.
 
 ``ServerGate`` bounds the streams one process holds open on a server, with a
 bounded queue before it: past the queue a request fails at once
-(``ServerBusy``) instead of piling up on a server that is already behind.
+(``ServerBusy``) instead of piling up on a server that is already behind. The
+thinker waits for a slot on its event loop, the speech clients on their
+stage's worker threads: one gate serves either.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import asyncio
 import contextlib
 import http.client
 import ssl
+import threading
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -245,31 +248,36 @@ def server_events(data: bytes, pending: bytearray) -> list[str]:
 class ServerGate:
     """At most ``max_streams`` streams open on one server, ``max_waiting`` more
     queued for a slot (each for at most ``timeout_s``); past that, ``ServerBusy``.
-    ``open``/``waiting`` are read by the metrics."""
 
-    def __init__(self, where: str, max_streams: int, max_waiting: int,
-                 timeout_s: float) -> None:
+    One gate per server per process, taken from one side: the thinker's on its
+    event loop (``slot``), a speech server's on its stage's worker threads
+    (``held``). ``flags`` names the flags that set the bounds (``llm``:
+    ``--llm-max-streams``, ``--llm-max-waiting``) and ``server`` the kind of
+    server, so that a busy server is worded the same for all. ``open`` and
+    ``waiting`` are read by the metrics."""
+
+    def __init__(self, where: str, max_streams: int, max_waiting: int, timeout_s: float, *,
+                 flags: str = "llm", server: str = "model server") -> None:
         self._where = where
         self._slots = asyncio.Semaphore(max_streams)
+        self._freed = threading.Condition()  # the threads' side: ``open`` fell
         self._max_streams = max_streams
         self._max_waiting = max_waiting
         self._timeout_s = timeout_s
+        self._flags = flags
+        self._server = server
         self.open = 0
         self.waiting = 0
 
     @contextlib.asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
-        if self._slots.locked() and self.waiting >= self._max_waiting:
-            raise ServerBusy(f"the model server at {self._where} is busy: {self.open} "
-                             f"streams open and {self.waiting} waiting (--llm-max-streams "
-                             f"{self._max_streams}, --llm-max-waiting {self._max_waiting})")
-        self.waiting += 1
+        """A stream's slot, for a task on the event loop."""
+        self._join(full=self._slots.locked())
         try:
             async with asyncio.timeout(self._timeout_s):
                 await self._slots.acquire()
         except TimeoutError:
-            raise ServerBusy(f"no stream to the model server at {self._where} came free "
-                             f"within {self._timeout_s:g} s ({self.open} open)") from None
+            raise self._no_slot() from None
         finally:
             self.waiting -= 1
         self.open += 1
@@ -278,3 +286,36 @@ class ServerGate:
         finally:
             self.open -= 1
             self._slots.release()
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """A stream's slot, for a worker thread (it blocks while it waits)."""
+        with self._freed:
+            self._join(full=self.open >= self._max_streams)
+            try:
+                free = self._freed.wait_for(lambda: self.open < self._max_streams,
+                                            self._timeout_s)
+            finally:
+                self.waiting -= 1
+            if not free:
+                raise self._no_slot()
+            self.open += 1
+        try:
+            yield
+        finally:
+            with self._freed:
+                self.open -= 1
+                self._freed.notify()
+
+    def _join(self, *, full: bool) -> None:
+        """Queue for a slot, or refuse at once when the queue is full too."""
+        if full and self.waiting >= self._max_waiting:
+            raise ServerBusy(f"the {self._server} at {self._where} is busy: {self.open} "
+                             f"streams open and {self.waiting} waiting "
+                             f"(--{self._flags}-max-streams {self._max_streams}, "
+                             f"--{self._flags}-max-waiting {self._max_waiting})")
+        self.waiting += 1
+
+    def _no_slot(self) -> ServerBusy:
+        return ServerBusy(f"no stream to the {self._server} at {self._where} came free "
+                          f"within {self._timeout_s:g} s ({self.open} open)")

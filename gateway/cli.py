@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from gateway import log_setup
 from gateway.config import GatewayConfig, add_serve_arguments, from_args
+from gateway.config_checks import check_model_servers
 from gateway.http_limits import raise_open_files_limit
 from gateway.interrupts import interrupt_as_terminate
 from gateway.model_flags import add_model_server_arguments, export_model_server_flags
@@ -109,6 +110,7 @@ def _checked(args: argparse.Namespace) -> GatewayConfig | str:
     """The configuration the flags give, or the one line that refuses them (every
     check says why in its ``SystemExit``)."""
     try:
+        check_model_servers(os.environ)  # the flags were exported there
         config = from_args(args)
         loop_factory(config.loop)  # an unusable --loop fails now, not after the store starts
     except SystemExit as exc:

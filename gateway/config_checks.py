@@ -9,7 +9,10 @@ does for a value of the wrong type. What is checked here:
 - TLS files: each exists, is a file, can be read, and holds what it must (the
   certificate and its key load together; the CA file loads);
 - the plugin: a built-in name, or ``module:Class`` where the module imports and
-  has that class (its models load later, in the background, as ever).
+  has that class (its models load later, in the background, as ever);
+- the model servers' numbers (``--llm-*``, ``--asr-*``, ``--tts-*``), as flags or
+  their variables: timeouts and streams above 0, waiters 0 or more
+  (``gateway.model_flags``; the plugin would refuse them only once loading).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import importlib
 import math
 import ssl
+from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -109,3 +113,28 @@ def check_plugin(name: str) -> None:
         raise SystemExit(f"--plugin {name}: cannot import {module_name} ({exc})") from None
     if not isinstance(getattr(module, class_name, None), type):
         raise SystemExit(f"--plugin {name}: {module_name} has no class {class_name}")
+
+
+def check_model_servers(environ: Mapping[str, str]) -> None:
+    """Each number of ``gateway.model_flags`` set (the flags are in ``environ``
+    by now, over their variables): a finite number, above 0 unless it may be 0."""
+    # here, not at the top: gateway.config imports this module, and model_flags
+    # imports the cascade plugin's speech clients (and numpy with them)
+    from gateway.model_flags import FLAGS, MAY_BE_ZERO, env_name
+
+    for name, (kind, _, _) in FLAGS.items():
+        raw = environ.get(env_name(name))
+        if kind is str or not raw:
+            continue
+        where = f"{flag(name)} (env {env_name(name)})"
+        try:
+            value = kind(raw)
+        except ValueError:
+            raise SystemExit(f"{where} must be a{'' if kind is float else ' whole'} number, "
+                             f"not {raw!r}") from None
+        if not math.isfinite(value):
+            raise SystemExit(f"{where} must be a finite number, not {raw}")
+        if name in MAY_BE_ZERO and value < 0:
+            raise SystemExit(f"{where} must be 0 or more, not {raw}")
+        if name not in MAY_BE_ZERO and value <= 0:
+            raise SystemExit(f"{where} must be above 0, not {raw}")

@@ -2,7 +2,9 @@
 
 Only the help's layout: a flag's name, variable and default are ``gateway.config``'s.
 A flag no section names is listed under "other" (tests/unit/test_gateway_config.py
-fails until it has its section).
+fails until it has its section). The flags for models on servers apart are
+``gateway.model_flags``' (not the gateway's configuration: the plugin reads
+them from the environment), in one more section, ``MODEL_SERVER_GROUP``.
 """
 
 from __future__ import annotations
@@ -37,3 +39,8 @@ FLAG_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
         "workers", "advertise_url", "shutdown_timeout_s", "loop")),
     "logging and tracing": ("what it says, and to whom", ("log_level", "log_format", "otel")),
 }
+
+# the thinker's, listener's and talker's servers (gateway.model_flags.FLAGS, in its order)
+MODEL_SERVER_GROUP = ("models on their own servers",
+                      "the thinker, listener and talker on OpenAI-compatible servers apart "
+                      "(docs/model-servers.md)")

@@ -158,6 +158,8 @@ class Gateway:
                 self.metrics.guesses.watch(engine.name, guesses)
             if isinstance(engine, ChatServerEngine):  # on a model server apart
                 self.metrics.model_servers.watch(engine)
+        for server in getattr(plugin, "model_servers", list)():  # the plugin's own clients
+            self.metrics.model_servers.watch(server)
         pools = [StagePool([engine]) for engine in self.engines]
 
         def observe(stage: int, seconds: float, request: str) -> None:

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from gateway.session.turn_split import PLAYBACK_MARK, TurnSplit
-
-if TYPE_CHECKING:
-    from engines.chat_server import ChatServerEngine
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.5, 5.0)
 _PAUSE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
@@ -144,29 +141,61 @@ class _Guesses:
         yield family
 
 
+class _Gate(Protocol):
+    @property
+    def open(self) -> int: ...
+
+    @property
+    def waiting(self) -> int: ...
+
+
+class ServerCounts(Protocol):
+    """What a client of a model server apart counts: the thinker's engine
+    (``engines.chat_server``) or a speech server's use
+    (``plugins.cascade.speech_server``). ``name`` is the ``stage`` label;
+    ``counts_tokens``: ``counts`` holds ``{prompt,cached,completion}_tokens``."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def counts(self) -> Mapping[str, int]: ...
+
+    @property
+    def counts_tokens(self) -> bool: ...
+
+    @property
+    def disconnects(self) -> int: ...
+
+    @property
+    def gate(self) -> _Gate: ...
+
+
 class _ModelServers:
-    """What the engines on model servers apart from the gateway
-    (``engines.chat_server``) report, read when scraped:
-    ``duplex_model_server_completions_total{stage, outcome}`` (``ok`` or the
-    failure's cause), ``duplex_model_server_tokens_total{stage, kind}`` (``prompt``,
-    ``cached``: of those, the server's prefix cache held; ``completion``),
+    """What the clients of model servers apart from the gateway report, read
+    when scraped: ``duplex_model_server_completions_total{stage, outcome}``
+    (``ok`` or the failure's cause), ``duplex_model_server_tokens_total{stage,
+    kind}`` (``prompt``, ``cached``: of those, the server's prefix cache held;
+    ``completion``; of the clients that count tokens: the thinker's),
     ``duplex_model_server_disconnects_total{stage}`` (streams closed early:
     barge-ins) and ``duplex_model_server_streams{stage, state}`` (``open``,
-    ``waiting``)."""
+    ``waiting``). The thinker's stage is its own name (``think``); the
+    listener's and the talker's are ``asr`` and ``tts``."""
 
     OUTCOMES = ("ok", "ServerDown", "ServerSilent", "ServerRefused", "ServerBroken",
                 "ServerBusy", "failed")
+    TOKENS = ("prompt", "cached", "completion")
 
     def __init__(self) -> None:
-        self._engines: list[ChatServerEngine] = []
+        self._sources: list[ServerCounts] = []
 
-    def watch(self, engine: ChatServerEngine) -> None:
-        self._engines.append(engine)
+    def watch(self, source: ServerCounts) -> None:
+        self._sources.append(source)
 
     def collect(self) -> Iterator[Metric]:
         completions = CounterMetricFamily(
-            "duplex_model_server_completions", "replies asked of a model server, by outcome",
-            labels=["stage", "outcome"])
+            "duplex_model_server_completions", "requests asked of a model server (replies, "
+            "transcriptions, clauses), by outcome", labels=["stage", "outcome"])
         tokens = CounterMetricFamily(
             "duplex_model_server_tokens", "prompt tokens sent (and of those, cached by the "
             "server) and completion tokens received", labels=["stage", "kind"])
@@ -176,13 +205,14 @@ class _ModelServers:
         streams = GaugeMetricFamily("duplex_model_server_streams",
                                     "streams open on a model server, and waiting for one",
                                     labels=["stage", "state"])
-        for engine in self._engines:
-            counts = engine.counts
+        for source in self._sources:
+            counts = dict(source.counts)  # one C-level copy: a speech server's grows on threads
             for outcome in self.OUTCOMES:
-                completions.add_metric([engine.name, outcome], counts.get(outcome, 0))
-            for kind in ("prompt", "cached", "completion"):
-                tokens.add_metric([engine.name, kind], counts.get(f"{kind}_tokens", 0))
-            disconnects.add_metric([engine.name], engine.disconnects)
-            streams.add_metric([engine.name, "open"], engine.gate.open)
-            streams.add_metric([engine.name, "waiting"], engine.gate.waiting)
+                completions.add_metric([source.name, outcome], counts.get(outcome, 0))
+            if source.counts_tokens:
+                for kind in self.TOKENS:
+                    tokens.add_metric([source.name, kind], counts.get(f"{kind}_tokens", 0))
+            disconnects.add_metric([source.name], source.disconnects)
+            streams.add_metric([source.name, "open"], source.gate.open)
+            streams.add_metric([source.name, "waiting"], source.gate.waiting)
         yield from (completions, tokens, disconnects, streams)

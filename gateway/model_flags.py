@@ -14,7 +14,8 @@ import os
 from collections.abc import MutableMapping
 
 from engines.stages import ModelServer
-from plugins.cascade import remote_tts
+from gateway.flag_groups import MODEL_SERVER_GROUP
+from plugins.cascade import remote_tts, speech_server
 
 _DEFAULTS = ModelServer("")
 # flag → (type, help, default as shown); each flag's variable is DUPLEX_GATEWAY_<FLAG>
@@ -35,10 +36,18 @@ FLAGS: dict[str, tuple[type, str, object]] = {
                              "error", _DEFAULTS.max_waiting),
     "asr_url": (str, "the listener transcribes on this OpenAI-compatible speech server "
                      "(POST /v1/audio/transcriptions, http(s)://HOST:PORT/v1) instead of in "
-                     "the gateway; --llm-timeout-s bounds it too", "unset: in the gateway"),
+                     "the gateway", "unset: in the gateway"),
     "asr_api_key": (str, "bearer key for --asr-url's server", None),
     "asr_model": (str, "with --asr-url the server's model name; without it the local "
                        "Whisper (plugins.cascade.asr)", "whisper-1"),
+    "asr_timeout_s": (float, "longest --asr-url's server may stay silent (connecting, "
+                             "answering, or for a free stream) before the turn fails with an "
+                             "error", f"--llm-timeout-s's value, else "
+                                      f"{speech_server.DEFAULT_TIMEOUT_S}"),
+    "asr_max_streams": (int, "turns each gateway process transcribes on --asr-url's server at "
+                             "once", speech_server.DEFAULT_MAX_STREAMS),
+    "asr_max_waiting": (int, "turns that may wait for a stream; more fail at once with an "
+                             "error", speech_server.DEFAULT_MAX_WAITING),
     "tts_url": (str, "the talker speaks through this OpenAI-compatible speech server "
                      "(POST /v1/audio/speech, 24 kHz pcm, http(s)://HOST:PORT/v1) instead of "
                      "piper in the gateway", "unset: in the gateway"),
@@ -47,24 +56,30 @@ FLAGS: dict[str, tuple[type, str, object]] = {
     "tts_voice": (str, "with --tts-url the server's voice; without it a piper .onnx voice's "
                        "path", f"{remote_tts.DEFAULT_VOICE} with --tts-url, else piper's joe"),
     "tts_timeout_s": (float, "longest --tts-url's server may stay silent (connecting, "
-                             "answering, between two pieces of audio) before the reply fails "
-                             "with an error", remote_tts.DEFAULT_TIMEOUT_S),
+                             "answering, between two pieces of audio, or for a free stream) "
+                             "before the reply fails with an error",
+                      speech_server.DEFAULT_TIMEOUT_S),
     "tts_max_streams": (int, "clauses each gateway process speaks through --tts-url's server "
-                             "at once (others wait their turn)", remote_tts.DEFAULT_MAX_STREAMS),
+                             "at once", speech_server.DEFAULT_MAX_STREAMS),
+    "tts_max_waiting": (int, "clauses that may wait for a stream; more fail their reply at "
+                             "once with an error", speech_server.DEFAULT_MAX_WAITING),
 }
+# the numbers that may be 0 (no waiting: past the streams a request fails at once);
+# every other number must be above 0 (gateway.config_checks.check_model_servers)
+MAY_BE_ZERO = frozenset({"llm_max_waiting", "asr_max_waiting", "tts_max_waiting"})
 
 
-def _env(name: str) -> str:
+def env_name(name: str) -> str:
     return "DUPLEX_GATEWAY_" + name.upper()
 
 
 def add_model_server_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("models on their own servers")
+    group = parser.add_argument_group(*MODEL_SERVER_GROUP)
     for name, (kind, text, default) in FLAGS.items():
         shown = "unset" if default is None else default
         group.add_argument("--" + name.replace("_", "-"), type=kind, default=None,
                            metavar=name.upper(),
-                           help=f"{text} [env {_env(name)}; default {shown}]")
+                           help=f"{text} [env {env_name(name)}; default {shown}]")
 
 
 def export_model_server_flags(args: argparse.Namespace,
@@ -74,4 +89,4 @@ def export_model_server_flags(args: argparse.Namespace,
     for name in FLAGS:
         value = getattr(args, name, None)
         if value is not None:
-            environ[_env(name)] = str(value)
+            environ[env_name(name)] = str(value)

@@ -289,6 +289,10 @@ Progress = Callable[[str], None]
 
 @runtime_checkable
 class DuplexModelPlugin(Protocol):
+    """A voice agent's models. A plugin whose models call servers apart may also
+    have ``model_servers()``: their clients' counts (``gateway.metrics.ServerCounts``),
+    which the gateway reports as ``duplex_model_server_*`` once it has loaded."""
+
     capabilities: Capabilities
 
     def load(self, progress: Progress) -> None:

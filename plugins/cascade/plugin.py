@@ -44,6 +44,7 @@ from plugins.cascade.listener import DRAFT_PAUSE_MS, ListenerModel
 from plugins.cascade.llm import LlmChoice
 from plugins.cascade.remote_asr import RemoteAsr
 from plugins.cascade.remote_tts import RemoteTts
+from plugins.cascade.speech_server import ServerUse
 from plugins.cascade.talker import PiperTts, TalkerModel
 from plugins.cascade.thinker import ThinkerAdapter
 from plugins.cascade.vad import SileroVad, load_model
@@ -148,14 +149,22 @@ class CascadePlugin:
         thinker = ThinkerAdapter()
         think = (self._llm.server_stage("think") if self._llm.server is not None
                  else self._llm.stage("think", thinker, self._llm_model, thinker.opening_prompt()))
+        # a speech server: a thread per stream and waiter its gate allows, and one
+        # to refuse the next (speech_server); Whisper and piper: one, on this CPU
+        listen_threads = self._asr.use.threads if isinstance(self._asr, RemoteAsr) else 1
+        speak_threads = self._tts.use.threads if isinstance(self._tts, RemoteTts) else 1
         return [
-            InProcessStage("listen", ListenerModel(self._asr, draft_pause_ms=self._draft_pause_ms)),
+            InProcessStage("listen", ListenerModel(self._asr, draft_pause_ms=self._draft_pause_ms),
+                           threads=listen_threads),
             think,
-            # a speech server: a thread per stream it may hold (piper: one, on this CPU)
-            InProcessStage("speak", TalkerModel(self._tts),
-                           threads=self._tts.max_streams if isinstance(self._tts, RemoteTts)
-                           else 1),
+            InProcessStage("speak", TalkerModel(self._tts), threads=speak_threads),
         ]
+
+    def model_servers(self) -> list[ServerUse]:
+        """This process's use of the speech servers apart, for the metrics
+        (the thinker's server is its engine's: ``engines.chat_server``)."""
+        return [client.use for client in (self._asr, self._tts)
+                if isinstance(client, RemoteAsr | RemoteTts)]
 
     def create_vad(self, turn_detection: TurnDetection) -> VoiceActivityDetector:
         return SileroVad(turn_detection, rate=LISTEN_RATE)

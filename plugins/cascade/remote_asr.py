@@ -3,18 +3,22 @@
 file in a multipart form, the words back as JSON. vLLM serves Whisper this
 way, as do faster-whisper servers and OpenAI itself.
 
-``RemoteAsr`` stands where ``WhisperAsr`` does: ``transcribe`` is called on the
-listener's worker thread and blocks it, so the HTTP is the standard library's
+``RemoteAsr`` stands where ``WhisperAsr`` does: ``transcribe`` is called on a
+listener worker thread and blocks it, so the HTTP is the standard library's
 (``engines.model_http.blocking_post``), one connection a turn, every wait
 bounded by ``timeout_s``. A server that is down, silent or refusing raises
 ``engines.model_http``'s error for that cause, with a line that names it;
 the listener's request fails and the session hears an ``error``, and its next
-turn asks again.
+turn asks again. At most ``max_streams`` turns are transcribed at once per
+process and ``max_waiting`` more wait; past that a turn fails at once
+(``ServerBusy``: ``speech_server.ServerUse``, which also counts the outcomes
+for the metrics).
 
 Variables (``gateway.model_flags`` sets them from ``--asr-*``):
-``DUPLEX_GATEWAY_ASR_URL``, ``DUPLEX_GATEWAY_ASR_API_KEY``,
-``DUPLEX_GATEWAY_ASR_MODEL`` (the server's model, default ``whisper-1``) and
-``DUPLEX_GATEWAY_LLM_TIMEOUT_S`` (one timeout for every model server).
+``DUPLEX_GATEWAY_ASR_URL``, ``_ASR_API_KEY``, ``_ASR_MODEL`` (the server's
+model, default ``whisper-1``), ``_ASR_TIMEOUT_S`` (default
+``DUPLEX_GATEWAY_LLM_TIMEOUT_S``'s value, else 10 s), ``_ASR_MAX_STREAMS`` and
+``_ASR_MAX_WAITING``.
 """
 
 from __future__ import annotations
@@ -37,18 +41,24 @@ from engines.model_http import (
     blocking_post,
 )
 from plugins.base import Progress
+from plugins.cascade.speech_server import (
+    DEFAULT_MAX_STREAMS,
+    DEFAULT_MAX_WAITING,
+    DEFAULT_TIMEOUT_S,
+    SERVER,
+    ServerUse,
+    SpeechServer,
+)
 
 URL_ENV = "DUPLEX_GATEWAY_ASR_URL"
 API_KEY_ENV = "DUPLEX_GATEWAY_ASR_API_KEY"
 MODEL_ENV = "DUPLEX_GATEWAY_ASR_MODEL"
-TIMEOUT_ENV = "DUPLEX_GATEWAY_LLM_TIMEOUT_S"
 DEFAULT_MODEL = "whisper-1"
 RATE = 16000
 
 
 # what a failed turn raises: ``engines.model_http``'s errors, split by cause
 AsrServerError = ModelServerError
-SERVER = "speech server"
 ROUTE = "/audio/transcriptions"
 
 
@@ -56,21 +66,24 @@ class RemoteAsr:
     """Speech to text on an OpenAI-compatible server (the module docstring)."""
 
     def __init__(self, url: str, *, api_key: str | None = None, model: str = DEFAULT_MODEL,
-                 timeout_s: float = 10.0) -> None:
+                 timeout_s: float = DEFAULT_TIMEOUT_S, max_streams: int = DEFAULT_MAX_STREAMS,
+                 max_waiting: int = DEFAULT_MAX_WAITING) -> None:
         self._endpoint = Endpoint.parse(url, SERVER)
         self.url = url.rstrip("/")
         self._api_key = api_key
         self._model = model
         self._timeout_s = timeout_s
+        self.use = ServerUse("asr", self._endpoint,
+                             SpeechServer(url, api_key, timeout_s, max_streams, max_waiting))
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RemoteAsr | None:
-        url = env.get(URL_ENV)
-        if not url:
+        server = SpeechServer.from_env(env, "ASR")
+        if server is None:
             return None
-        timeout = float(env.get(TIMEOUT_ENV) or 10.0)
-        return cls(url, api_key=env.get(API_KEY_ENV) or None,
-                   model=env.get(MODEL_ENV) or DEFAULT_MODEL, timeout_s=timeout)
+        return cls(server.url, api_key=server.api_key, model=env.get(MODEL_ENV) or DEFAULT_MODEL,
+                   timeout_s=server.timeout_s, max_streams=server.max_streams,
+                   max_waiting=server.max_waiting)
 
     @property
     def title(self) -> str:
@@ -85,6 +98,10 @@ class RemoteAsr:
         headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
+        with self.use.request():
+            return self._post(body, headers)
+
+    def _post(self, body: bytes, headers: Mapping[str, str]) -> str:
         where = f"{self._endpoint}{ROUTE}"
         with blocking_post(self._endpoint, ROUTE, body, headers=headers,
                            timeout_s=self._timeout_s, server=SERVER) as answer:

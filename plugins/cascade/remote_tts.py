@@ -17,39 +17,43 @@ the server sees its client go. Every wait is bounded by ``timeout_s``; a server
 that is down, silent or refusing raises ``engines.model_http``'s error for the
 cause, naming it, which fails the reply with the session's ``error``; the next
 clause connects again. At most ``max_streams`` clauses are spoken at once per
-process: the talker stage runs that many worker threads (``plugin``).
+process and ``max_waiting`` more wait; past that a clause fails its reply at
+once (``ServerBusy``: ``speech_server.ServerUse``, which also counts the
+outcomes and the dropped streams for the metrics).
 
 Variables (``gateway.model_flags`` sets them from ``--tts-*``):
 ``DUPLEX_GATEWAY_TTS_URL``, ``_TTS_API_KEY``, ``_TTS_MODEL`` (default
 ``tts-1``), ``_TTS_VOICE`` (the server's voice, default ``alloy``; without a
-URL it is the local piper voice's path), ``_TTS_TIMEOUT_S`` and
-``_TTS_MAX_STREAMS``.
+URL it is the local piper voice's path), ``_TTS_TIMEOUT_S``,
+``_TTS_MAX_STREAMS`` and ``_TTS_MAX_WAITING``.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from typing import TypeVar
 
 import numpy as np
 
 from engines.model_http import Endpoint, ServerRefused, blocking_post
 from plugins.base import Pcm
+from plugins.cascade.speech_server import (
+    DEFAULT_MAX_STREAMS,
+    DEFAULT_MAX_WAITING,
+    DEFAULT_TIMEOUT_S,
+    SERVER,
+    ServerUse,
+    SpeechServer,
+)
 
 URL_ENV = "DUPLEX_GATEWAY_TTS_URL"
 API_KEY_ENV = "DUPLEX_GATEWAY_TTS_API_KEY"
 MODEL_ENV = "DUPLEX_GATEWAY_TTS_MODEL"
 VOICE_ENV = "DUPLEX_GATEWAY_TTS_VOICE"
-TIMEOUT_ENV = "DUPLEX_GATEWAY_TTS_TIMEOUT_S"
-MAX_STREAMS_ENV = "DUPLEX_GATEWAY_TTS_MAX_STREAMS"
 DEFAULT_MODEL = "tts-1"
 DEFAULT_VOICE = "alloy"
-DEFAULT_TIMEOUT_S = 10.0
-DEFAULT_MAX_STREAMS = 4
 RATE = 24000  # OpenAI's "pcm": 24 kHz, 16-bit, mono, little-endian
 PIECE_MS = 100  # audio gathered before a piece is yielded (the last may be shorter)
-SERVER = "speech server"
 ROUTE = "/audio/speech"
 
 
@@ -60,7 +64,8 @@ class RemoteTts:
 
     def __init__(self, url: str, *, api_key: str | None = None, model: str = DEFAULT_MODEL,
                  voice: str = DEFAULT_VOICE, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 max_streams: int = DEFAULT_MAX_STREAMS) -> None:
+                 max_streams: int = DEFAULT_MAX_STREAMS,
+                 max_waiting: int = DEFAULT_MAX_WAITING) -> None:
         self._endpoint = Endpoint.parse(url, SERVER)
         self.url = url.rstrip("/")
         self._api_key = api_key
@@ -68,17 +73,18 @@ class RemoteTts:
         self._voice = voice
         self._timeout_s = timeout_s
         self.max_streams = max_streams
+        self.use = ServerUse("tts", self._endpoint,
+                             SpeechServer(url, api_key, timeout_s, max_streams, max_waiting))
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RemoteTts | None:
-        url = env.get(URL_ENV)
-        if not url:
+        server = SpeechServer.from_env(env, "TTS")
+        if server is None:
             return None
-        return cls(url, api_key=env.get(API_KEY_ENV) or None,
+        return cls(server.url, api_key=server.api_key,
                    model=env.get(MODEL_ENV) or DEFAULT_MODEL,
-                   voice=env.get(VOICE_ENV) or DEFAULT_VOICE,
-                   timeout_s=_positive(env, TIMEOUT_ENV, DEFAULT_TIMEOUT_S, float),
-                   max_streams=_positive(env, MAX_STREAMS_ENV, DEFAULT_MAX_STREAMS, int))
+                   voice=env.get(VOICE_ENV) or DEFAULT_VOICE, timeout_s=server.timeout_s,
+                   max_streams=server.max_streams, max_waiting=server.max_waiting)
 
     @property
     def title(self) -> str:
@@ -97,29 +103,14 @@ class RemoteTts:
         headers = {"Content-Type": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
-        with blocking_post(self._endpoint, ROUTE, body, headers=headers,
-                           timeout_s=self._timeout_s, server=SERVER) as answer:
+        with self.use.request(), blocking_post(self._endpoint, ROUTE, body, headers=headers,
+                                               timeout_s=self._timeout_s,
+                                               server=SERVER) as answer:
             if answer.status != 200:
                 raise ServerRefused(f"the {SERVER} at {self._endpoint}{ROUTE} refused the "
                                     f"clause (HTTP {answer.status}): {answer.text()[:300]}",
                                     answer.status)
             yield from _pieces(iter(answer.read, b""))
-
-
-N = TypeVar("N", int, float)
-
-
-def _positive(env: Mapping[str, str], name: str, default: N, kind: type[N]) -> N:
-    raw = env.get(name)
-    if not raw:
-        return default
-    try:
-        value = kind(raw)
-    except ValueError:
-        value = kind(0)
-    if value <= 0:
-        raise ValueError(f"{name}={raw!r}: a positive {kind.__name__}")
-    return value
 
 
 def _pieces(reads: Iterator[bytes]) -> Iterator[Pcm]:

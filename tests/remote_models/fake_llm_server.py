@@ -25,7 +25,9 @@ cascade ships (deterministic), as OpenAI's ``pcm``: 24 kHz 16-bit mono, streamed
 in pieces cut mid-sample; it logs each request (``spoken``) and the streams
 the client dropped (``speech_disconnects``). Its own ``speech_mode`` (set by
 ``/control``, apart from the chat's ``mode``): ``normal``, ``slow``
-(``speech_delay_s`` before each piece), ``hang`` or ``refuse`` (503).
+(``speech_delay_s`` before each piece), ``hang`` or ``refuse`` (503); and
+``hold``, in which both speech routes (transcriptions too) log each request
+and then stall it until ``speech_mode`` is set to another.
 
 ``POST /control`` sets ``mode``: ``normal``, ``slow`` (``delay_s`` between
 chunks), ``hang`` (never answers), ``refuse`` (503), ``hold`` (streams wait
@@ -76,6 +78,7 @@ class State:
         self.speech_disconnects = 0
         self.speech_mode = "normal"
         self.speech_delay_s = 0.0
+        self.speech_released = asyncio.Event()
 
 
 STATE = State()
@@ -197,6 +200,8 @@ async def transcriptions(request: Request) -> Response:
                  "seconds": wav.getnframes() / wav.getframerate()}
     STATE.transcribed.append(heard | {"model": form.get("model"),
                                       "authorization": request.headers.get("authorization")})
+    if STATE.speech_mode == "hold":
+        await STATE.speech_released.wait()
     if STATE.mode == "refuse":
         return JSONResponse({"error": {"message": "no GPU for you"}}, status_code=503)
     return JSONResponse({"text": STATE.transcript})
@@ -227,6 +232,8 @@ async def speech(request: Request) -> Response:
                         | {"authorization": request.headers.get("authorization")})
     if STATE.speech_mode == "hang":
         await asyncio.Event().wait()
+    if STATE.speech_mode == "hold":
+        await STATE.speech_released.wait()
     if STATE.speech_mode == "refuse":
         return JSONResponse({"error": {"message": "no voice for you"}}, status_code=503)
     audio = await asyncio.to_thread(_speak, str(body.get("input") or ""))
@@ -263,6 +270,10 @@ async def control(request: Request) -> Response:
         STATE.released.set()
     else:
         STATE.released = asyncio.Event()
+    if STATE.speech_mode != "hold":
+        STATE.speech_released.set()
+    else:
+        STATE.speech_released = asyncio.Event()
     return JSONResponse({"mode": STATE.mode})
 
 

@@ -4,6 +4,8 @@ lives, server-sent events cut anywhere, and the gate's bounds."""
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections.abc import Callable
 
 import pytest
 
@@ -79,3 +81,56 @@ def test_a_wait_that_fails_is_worded_by_its_cause() -> None:
         with pytest.raises(kind, match=f"^the speech server at {where} {words}"):
             with failures(where, 2, connecting=connecting, server="speech server"):
                 raise cause
+
+
+def _eventually(done: Callable[[], bool]) -> None:
+    """Wait for another thread to get where ``done`` says (it signals nothing)."""
+    tick = threading.Event()
+    for _ in range(10000):
+        if done():
+            return
+        tick.wait(0.001)
+    raise AssertionError("the other thread never got there")
+
+
+def test_the_gate_bounds_threads_and_words_the_bounds_by_their_flags() -> None:
+    gate = ServerGate("http://h:1/v1", max_streams=1, max_waiting=1, timeout_s=30,
+                      flags="tts", server="speech server")
+    holding, release = threading.Event(), threading.Event()
+    served: list[str] = []
+
+    def hold(name: str) -> None:
+        with gate.held():
+            served.append(name)
+            holding.set()
+            release.wait()
+
+    first = threading.Thread(target=hold, args=("first",))
+    first.start()
+    holding.wait()
+    second = threading.Thread(target=hold, args=("second",))
+    second.start()
+    _eventually(lambda: gate.waiting == 1)
+    assert gate.open == 1
+    with pytest.raises(ServerBusy, match=r"^the speech server at http://h:1/v1 is busy: 1 "
+                                         r"streams open and 1 waiting \(--tts-max-streams 1, "
+                                         r"--tts-max-waiting 1\)$"):
+        with gate.held():
+            pass
+    release.set()
+    first.join()
+    second.join()
+    assert served == ["first", "second"] and (gate.open, gate.waiting) == (0, 0)
+
+
+def test_a_thread_waiting_for_a_slot_gives_up_after_the_timeout() -> None:
+    gate = ServerGate("http://h:1/v1", max_streams=1, max_waiting=1, timeout_s=0.01,
+                      flags="asr", server="speech server")
+    with gate.held():
+        with pytest.raises(ServerBusy, match=r"^no stream to the speech server at "
+                                             r"http://h:1/v1 came free within 0\.01 s \(1 open\)"):
+            with gate.held():
+                pass
+        assert (gate.open, gate.waiting) == (1, 0)
+    with gate.held():  # the slot came back
+        assert gate.open == 1
