@@ -224,10 +224,12 @@ def measure_store(args: argparse.Namespace, tmp: Path, m: Measured) -> None:
 
 
 def script_calls(r: redis.Redis) -> tuple[int, int]:
-    """EVALSHA calls, and every command (those run inside scripts too; not INFO)."""
+    """EVALSHA calls, and every command (those run inside scripts too; not INFO). A
+    Valkey that has run no EVALSHA yet (a cluster primary before the load starts, or
+    when no session's slot is on it) has none to count."""
     stats = r.info("commandstats")
     total = sum(int(v["calls"]) for k, v in stats.items() if k != "cmdstat_info")
-    return int(stats["cmdstat_evalsha"]["calls"]), total
+    return int(stats.get("cmdstat_evalsha", {}).get("calls", 0)), total
 
 
 # -- step 3: on paper -----------------------------------------------------------------

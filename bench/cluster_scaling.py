@@ -28,6 +28,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "bench")]
 
 import proctree  # noqa: E402
 import relay  # noqa: E402
+from capacity import script_calls  # noqa: E402
 from valkey_cluster import ValkeyCluster  # noqa: E402
 
 from duplex.store.embedded import stop_child  # noqa: E402
@@ -99,13 +100,12 @@ def load_worker(url: str, seconds: float, index: int, event: str) -> None:
 
 
 def _counts(port: int) -> tuple[int, int]:
+    """``capacity.script_calls`` of the primary on ``port``."""
     r = redis.Redis(port=port, decode_responses=True)
     try:
-        stats = r.info("commandstats")
+        return script_calls(r)
     finally:
         r.close()
-    total = sum(int(v["calls"]) for k, v in stats.items() if k != "cmdstat_info")
-    return int(stats.get("cmdstat_evalsha", {}).get("calls", 0)), total
 
 
 def measure(primaries: int, load_procs: int, seconds: float, capacity_py: str) -> ClusterRun:

@@ -43,8 +43,9 @@ cross back with ``call_soon_threadsafe``. The model itself runs in vLLM's
 engine-core process (AsyncLLM always spawns one, also with
 ``VLLM_ENABLE_V1_MULTIPROCESSING=0``, which only keeps the workers inside it).
 
-vLLM is imported lazily: importing this module needs only the standard library
-and the project.
+What each chunk becomes in vLLM's terms (token prompt, sampling parameters,
+streaming input) is ``engines.vllm_inputs``. vLLM is imported lazily: importing
+this module needs only the standard library and the project.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ from typing import Any
 from engines.base import UnknownRequest
 from engines.resumable import Request, ResumableEngine
 from engines.stages import PromptChunk, ResumableAdapter
+from engines.vllm_inputs import max_model_len, sampling_params, streaming_input, tokens_prompt
 
 log = logging.getLogger(__name__)
 
@@ -252,7 +254,7 @@ class VllmEngine(ResumableEngine[_Session]):
             return list(tokenizer.encode(text, add_special_tokens=False))
 
         self._llm, self._encode = llm, encode
-        self._limit = self._max_context or _max_model_len(llm)
+        self._limit = self._max_context or max_model_len(llm)
         try:
             await self._warm_up(llm, encode)
         except BaseException:
@@ -281,7 +283,7 @@ class VllmEngine(ResumableEngine[_Session]):
         tokens = encode(WARM_UP_TEXT)
         tokens = (tokens * 8)[:16] if tokens else list(range(1, 17))
         t0 = time.monotonic()
-        async for _ in llm.generate(_tokens_prompt(tokens), self._params(2),
+        async for _ in llm.generate(tokens_prompt(tokens), self._params(2),
                                     request_id=f"warm-up-{self.name}-{id(self)}"):
             pass
         log.info("stage %s (%s): warm-up took %.2f s", self.stage, self.name,
@@ -372,7 +374,8 @@ class VllmEngine(ResumableEngine[_Session]):
             self._start_sub(session)
         assert session.feed is not None
         session.flight = _Flight(chunk, len(tokens))
-        session.feed.put_nowait(self._streaming_input(tokens, max_tokens, chunk.generate))
+        params = self._params(max_tokens, context_only=not chunk.generate)
+        session.feed.put_nowait(streaming_input(tokens, params))
 
     def _restart(self, session: _Session, chunk: PromptChunk,
                  max_tokens: int) -> tuple[PromptChunk, list[int]]:
@@ -391,20 +394,8 @@ class VllmEngine(ResumableEngine[_Session]):
         self._end_sub(session)
         return fresh, tokens
 
-    def _streaming_input(self, tokens: list[int], max_tokens: int, generate: bool) -> Any:
-        from vllm.engine.protocol import StreamingInput  # type: ignore[import-untyped,import-not-found,unused-ignore]
-
-        return StreamingInput(prompt=_tokens_prompt(tokens),
-                              sampling_params=self._params(max_tokens, context_only=not generate))
-
     def _params(self, max_tokens: int, *, context_only: bool = False) -> Any:
-        from vllm import SamplingParams  # type: ignore[import-untyped,import-not-found,unused-ignore]
-        from vllm.sampling_params import RequestOutputKind  # type: ignore[import-untyped,import-not-found,unused-ignore]
-
-        # context only: whatever it samples is dropped, so sample cheaply
-        settings = {"temperature": 0.0} if context_only else dict(self._sampling)
-        return SamplingParams(**settings, max_tokens=max_tokens,
-                              output_kind=RequestOutputKind.DELTA)
+        return sampling_params(self._sampling, max_tokens, context_only=context_only)
 
     def _start_sub(self, session: _Session) -> None:
         session.sub_id = f"{session.request_id}#{next(self._sub_ids)}"
@@ -493,23 +484,3 @@ class VllmEngine(ResumableEngine[_Session]):
         finally:
             if task is not None:
                 task.cancel()
-
-
-def _tokens_prompt(tokens: list[int]) -> Any:
-    """A token prompt in the form this vLLM takes without re-rendering."""
-    try:
-        from vllm.inputs.engine import tokens_input  # type: ignore[import-untyped,import-not-found,unused-ignore]
-    except ImportError:  # older or newer layouts: the public TypedDict
-        from vllm.inputs import TokensPrompt  # type: ignore[import-untyped,import-not-found,unused-ignore]
-
-        return TokensPrompt(prompt_token_ids=tokens)
-    return tokens_input(tokens)
-
-
-def _max_model_len(llm: Any) -> int:
-    for owner in (getattr(llm, "model_config", None),
-                  getattr(getattr(llm, "vllm_config", None), "model_config", None)):
-        value = getattr(owner, "max_model_len", None)
-        if isinstance(value, int) and value > 0:
-            return value
-    return 2048

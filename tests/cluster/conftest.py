@@ -3,10 +3,8 @@ test module, and gateway processes on it (as in tests/faults)."""
 
 from __future__ import annotations
 
-import shutil
 import sys
-import tempfile
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,10 +17,8 @@ for _path in (_E2E, _FAULTS, _TELEPHONY):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-from gateway_process import GatewayProcess, stop_all  # noqa: E402
+from fault_helpers import GatewayFactory, gateway_factory  # noqa: E402
 from valkey_cluster import ValkeyCluster  # noqa: E402
-
-BASE_ARGS = ("--plugin", "tone", "--output-lead-ms", "300")
 
 
 @pytest.fixture(scope="module")
@@ -45,25 +41,7 @@ async def raw(valkey_cluster: ValkeyCluster) -> AsyncIterator[RedisCluster]:
 
 
 @pytest.fixture
-def gateways() -> Iterator[Callable[..., GatewayProcess]]:
+def gateways() -> Iterator[GatewayFactory]:
     """``make(*flags)``: a gateway process, not started yet; stopped at teardown."""
-    made: list[GatewayProcess] = []
-    dirs: list[Path] = []
-
-    def make(*flags: str) -> GatewayProcess:
-        data_dir = Path(tempfile.mkdtemp(prefix="dg-gw-"))
-        dirs.append(data_dir)
-        proc = GatewayProcess(data_dir, args=[*BASE_ARGS, *flags])
-        made.append(proc)
-        return proc
-
-    try:
+    with gateway_factory() as make:
         yield make
-    finally:
-        stop_all(made, timeout_s=5.0)
-        for proc in made:
-            if proc.output:
-                print(f"--- gateway {proc.address or '(not ready)'} log tail ---")
-                print("".join(proc.output[-60:]), end="")
-        for path in dirs:
-            shutil.rmtree(path, ignore_errors=True)

@@ -7,20 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 
 import pytest
-from gateway_process import GatewayProcess
+from fault_helpers import GatewayFactory
 from redis.asyncio.cluster import RedisCluster
-from twilio_emulator import (
-    Emulator,
-    mark_ms,
-    new_sid,
-    parse_twiml,
-    ulaw_silence,
-    ulaw_tone,
-    webhook,
-)
+from twilio_emulator import Emulator, new_sid, parse_twiml, webhook
+from twilio_helpers import WORD_MS, hear_reply, say_turn
 from valkey_cluster import ValkeyCluster
 
 from gateway.telephony.calls import call_key
@@ -28,20 +20,16 @@ from plugins.tone import decode_turn
 
 pytestmark = pytest.mark.slow
 
-WORD_MS = 200  # the tone plugin speaks each word as 200 ms of tone
 REPLY_MS = (4 + 3) * WORD_MS  # "answer to turn N:" and words=3
 
 
 async def say_and_hear(em: Emulator, turn: int) -> None:
-    await em.speak(ulaw_tone(1.0) + ulaw_silence(0.8))
-    await em.until(lambda: len(em.response_ids()) >= turn)
-    rid = em.response_ids()[turn - 1]
-    await em.until(lambda: any(mark_ms(n) >= REPLY_MS - 1 for n in em.played_marks
-                               if n.startswith(rid + ":")))
+    await say_turn(em)
+    await hear_reply(em, turn, REPLY_MS)
 
 
 async def test_a_call_is_bound_on_the_cluster_and_a_second_socket_resumes_it(
-        valkey_cluster: ValkeyCluster, gateways: Callable[..., GatewayProcess],
+        valkey_cluster: ValkeyCluster, gateways: GatewayFactory,
         raw: RedisCluster) -> None:
     gw = gateways("--redis-url", valkey_cluster.url).start()
     call_sid = new_sid("CA")

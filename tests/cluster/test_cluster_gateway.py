@@ -6,12 +6,11 @@ session going on with nothing lost or duplicated (the checks of tests/faults).""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 
 import pytest
 import redis.asyncio as aioredis
-from client import eventually
 from fault_helpers import (
+    GatewayFactory,
     Stream,
     assert_errors_unjournaled,
     assert_journaled,
@@ -22,16 +21,14 @@ from fault_helpers import (
     start,
     store_errors,
     turn_completes,
+    until_heartbeats_acked,
 )
-from gateway_process import GatewayProcess
 from redis_server import RedisServer
 from valkey_cluster import ValkeyCluster
 
 from duplex.store import keys
 
 pytestmark = pytest.mark.slow
-
-GatewayFactory = Callable[..., GatewayProcess]
 
 
 async def replica_meta(replica: RedisServer, sid: str) -> dict[str, str]:
@@ -107,14 +104,7 @@ async def test_a_primary_killed_mid_reply_fails_over_and_loses_nothing(
     # as the new primary's replica (its nodes.conf names the cluster)
     await asyncio.to_thread(valkey_cluster.rejoin, primary)
 
-    async def acknowledged() -> bool:
-        mark = len(s.messages)
-        await s.send("session.heartbeat")
-        k = await s.until(lambda m: m.type == "session.heartbeat_ack" or m.code is not None,
-                          "a heartbeat's answer", start=mark)
-        return s.messages[k].type == "session.heartbeat_ack"
-
-    await eventually(acknowledged, 30, "a heartbeat journaled on the promoted replica")
+    await until_heartbeats_acked(s, 30, "a heartbeat journaled on the promoted replica")
     await turn_completes(s, turn=3)
     s.ws.transport.abort()
     await s.wait_closed()

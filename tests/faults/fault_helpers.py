@@ -1,4 +1,6 @@
-"""Helpers of the fault tests: a WebSocket read without pause, and what to check on it.
+"""Helpers of the fault tests (and of tests/cluster, which runs the same checks on a
+Valkey Cluster): gateway processes made and stopped per test, a WebSocket read without
+pause, and what to check on it.
 
 A fault test must keep reading while it breaks things (a client that stops reading
 cannot tell silence from loss), so ``Stream`` reads in a background task and keeps
@@ -11,15 +13,19 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import Callable
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import redis.asyncio as aioredis
 import websockets
-from client import b64, reply_pcm, silence, tone
-from gateway_process import GatewayProcess
+from client import b64, eventually, reply_pcm, silence, tone
+from gateway_process import GatewayProcess, stop_all
 from websockets.exceptions import ConnectionClosed
 
 from duplex.store import keys
@@ -29,6 +35,43 @@ from plugins.tone.reply import reply_words
 RATE = 24000
 
 GatewayFactory = Callable[..., GatewayProcess]  # the ``gateways`` fixture
+
+BASE_ARGS = ("--plugin", "tone", "--output-lead-ms", "300")
+TEARDOWN_STOP_S = 5.0  # a gateway stuck on a paused store is killed rather than waited for
+
+
+@contextmanager
+def gateway_factory() -> Iterator[GatewayFactory]:
+    """``make(*flags, data_dir=None)``: a tone-plugin gateway process, not started yet.
+
+    The data dir is short (a unix socket path must fit in 108 bytes) and removed at
+    the end. Two gateways in turn on one embedded Valkey share ``data_dir``. Gateways
+    still running at the end get SIGTERM, all at once, and SIGKILL after
+    ``TEARDOWN_STOP_S``: a clean exit is what saves a gateway's coverage data (a test
+    that wants a crash kills its gateway itself). Their log tail is printed, which
+    pytest shows for a failed test.
+    """
+    made: list[GatewayProcess] = []
+    dirs: list[Path] = []
+
+    def make(*flags: str, data_dir: Path | None = None) -> GatewayProcess:
+        if data_dir is None:
+            data_dir = Path(tempfile.mkdtemp(prefix="dg-gw-"))
+            dirs.append(data_dir)
+        proc = GatewayProcess(data_dir, args=[*BASE_ARGS, *flags])
+        made.append(proc)
+        return proc
+
+    try:
+        yield make
+    finally:
+        stop_all(made, timeout_s=TEARDOWN_STOP_S)
+        for proc in made:
+            if proc.output:
+                print(f"--- gateway {proc.address or '(not ready)'} log tail ---")
+                print("".join(proc.output[-60:]), end="")
+        for path in dirs:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,6 +338,20 @@ async def resume(url: str, session_id: str, token: str,
     resumed = r.messages[i].event
     assert resumed["type"] == "session.resumed", resumed
     return r, i, resumed
+
+
+async def until_heartbeats_acked(s: Stream, timeout: float, what: str) -> None:
+    """Send heartbeats until one is acknowledged rather than answered with an error:
+    the store took the write, so the gateway is on the (new) primary again."""
+
+    async def acknowledged() -> bool:
+        mark = len(s.messages)
+        await s.send("session.heartbeat")
+        i = await s.until(lambda m: m.type == "session.heartbeat_ack" or m.code is not None,
+                          "a heartbeat's answer", start=mark)
+        return s.messages[i].type == "session.heartbeat_ack"
+
+    await eventually(acknowledged, timeout, what)
 
 
 async def start(proc: GatewayProcess) -> GatewayProcess:

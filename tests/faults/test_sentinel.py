@@ -13,7 +13,6 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
-from client import eventually
 from fault_helpers import (
     GatewayFactory,
     Stream,
@@ -26,6 +25,7 @@ from fault_helpers import (
     start,
     store_errors,
     turn_completes,
+    until_heartbeats_acked,
 )
 from redis_server import ReplicatedRedis
 
@@ -59,14 +59,7 @@ async def test_a_session_survives_the_primary_failing_over(
     await assert_journaled(promoted.url, sid, s.messages)
 
     # the same socket goes on: the gateway finds the new primary by itself
-    async def acknowledged() -> bool:
-        mark = len(s.messages)
-        await s.send("session.heartbeat")
-        i = await s.until(lambda m: m.type == "session.heartbeat_ack" or m.code is not None,
-                          "a heartbeat's answer", start=mark)
-        return s.messages[i].type == "session.heartbeat_ack"
-
-    await eventually(acknowledged, 20, "a heartbeat journaled on the new primary")
+    await until_heartbeats_acked(s, 20, "a heartbeat journaled on the new primary")
     await turn_completes(s, turn=2)
     s.ws.transport.abort()
     await s.wait_closed()

@@ -23,6 +23,7 @@ from gateway_process import REPO
 
 PACKAGES = ("duplex", "engines", "orchestrator", "plugins", "gateway", "web_demo")
 OPTIONAL = (REPO / "plugins" / "cascade", REPO / "engines" / "vllm.py",
+            REPO / "engines" / "vllm_inputs.py",
             REPO / "engines" / "llamacpp_server.py", REPO / "gateway" / "tracing_otlp.py",
             REPO / "gateway" / "transports" / "peer.py", REPO / "gateway" / "webrtc_call.py")
 # modules the code needs without an import statement of its own

@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,9 @@ HERE = Path(__file__).resolve().parent
 _E2E = str(HERE.parent / "e2e")
 if _E2E not in sys.path:
     sys.path.insert(0, _E2E)
+
+from client import RealtimeClient, eventually  # noqa: E402
+from gateway_process import GatewayProcess, running_cascade  # noqa: E402
 
 
 class FakeServer:
@@ -86,19 +90,55 @@ def shipped_model(name: str) -> str:
         pytest.skip(str(exc))
 
 
-@pytest.fixture
-def fake_server() -> Iterator[FakeServer]:
-    server = FakeServer().start()
+@contextmanager
+def started(server: FakeServer) -> Iterator[FakeServer]:
+    server.start()
     try:
         yield server
     finally:
         server.stop()
 
 
+@pytest.fixture
+def fake_server() -> Iterator[FakeServer]:
+    with started(FakeServer()) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeServer]:
+    """One fake server for a whole module: the one its ``gateway`` reaches."""
+    with started(FakeServer()) as fake:
+        yield fake
+
+
+def cascade_gateway(*flags: str, url_flags: tuple[str, ...] = ("--llm-url",)) -> Any:
+    """A module's ``gateway`` fixture (``gateway = cascade_gateway(...)``): the cascade
+    in a gateway process that reaches the module's ``server`` through each of
+    ``url_flags``, with ``flags`` besides; one for the whole module (models warm up
+    once)."""
+
+    @pytest.fixture(scope="module")
+    def gateway(server: FakeServer, tmp_path_factory: pytest.TempPathFactory
+                ) -> Iterator[GatewayProcess]:
+        urls = [arg for flag in url_flags for arg in (flag, server.url)]
+        with running_cascade(Path(tmp_path_factory.mktemp("cascade")), *urls, *flags) as proc:
+            yield proc
+
+    return gateway
+
+
+async def typed(c: RealtimeClient, text: str) -> dict[str, Any]:
+    """A typed user turn and the reply it asks for: the ``response.done``'s response."""
+    await c.send("conversation.item.create", item={
+        "type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})
+    await c.send("response.create")
+    done: dict[str, Any] = (await c.until("response.done", timeout=60))["response"]
+    return done
+
+
 async def cancel_mid_reply(ws_url: str, text: str, instructions: str | None = None) -> None:
     """Ask for a reply by text, cancel it at its first audio, and see it cancelled."""
-    from client import RealtimeClient
-
     c = await RealtimeClient.connect(ws_url)
     try:
         await c.recv()
@@ -120,8 +160,6 @@ async def cancel_mid_reply(ws_url: str, text: str, instructions: str | None = No
 async def one_more_drop(server: FakeServer, counter: str, before: int) -> None:
     """Wait until the server has seen one more dropped stream than ``before`` (it
     learns of a drop on its own loop), and no more than one."""
-    from client import eventually
-
     async def grown() -> int:
         return int(server.log()[counter] > before)
 

@@ -7,15 +7,13 @@ turn works once it is back."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from client import RealtimeClient
-from conftest import FakeServer, cancel_mid_reply, one_more_drop
-from gateway_process import GatewayProcess, running_cascade
+from conftest import FakeServer, cancel_mid_reply, cascade_gateway, one_more_drop, typed
+from gateway_process import GatewayProcess
 
 from gateway.audio import resample
 
@@ -28,35 +26,13 @@ WEATHER = {"type": "function", "name": "get_weather", "description": "The weathe
                           "required": ["city"]}}
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeServer]:
-    fake = FakeServer().start()
-    try:
-        yield fake
-    finally:
-        fake.stop()
-
-
-@pytest.fixture(scope="module")
-def gateway(server: FakeServer, tmp_path_factory: pytest.TempPathFactory
-            ) -> Iterator[GatewayProcess]:
-    with running_cascade(Path(tmp_path_factory.mktemp("remote")), "--llm-url", server.url,
-                         "--llm-api-key", "sk-fake", "--llm-timeout-s", "5") as proc:
-        yield proc
+gateway = cascade_gateway("--llm-api-key", "sk-fake", "--llm-timeout-s", "5")
 
 
 @pytest.fixture
 def fresh(server: FakeServer) -> FakeServer:
     server.control(mode="normal", delay_s=0)
     return server
-
-
-async def typed(c: RealtimeClient, text: str) -> dict[str, Any]:
-    await c.send("conversation.item.create", item={
-        "type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})
-    await c.send("response.create")
-    done: dict[str, Any] = (await c.until("response.done", timeout=60))["response"]
-    return done
 
 
 def transcript(response: dict[str, Any]) -> str:

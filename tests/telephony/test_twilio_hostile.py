@@ -7,8 +7,8 @@ import json
 import websockets
 from gateway_process import GatewayProcess
 from hostile import DEEP, Hostile, deep
-from test_twilio import WORD_MS, hear_reply, say_turn
 from twilio_emulator import Emulator, new_sid, parse_twiml, webhook
+from twilio_helpers import WORD_MS, hear_reply, say_turn
 
 from plugins.tone import decode_turn
 

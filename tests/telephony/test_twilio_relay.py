@@ -16,20 +16,16 @@ from gateway_process import GatewayProcess
 from redis_server import RedisServer
 from twilio_emulator import (
     Emulator,
-    mark_ms,
     new_sid,
     parse_twiml,
-    ulaw_silence,
-    ulaw_tone,
     webhook,
 )
-from twilio_helpers import AUTH_TOKEN, Peek
+from twilio_helpers import AUTH_TOKEN, WORD_MS, Peek, hear_reply, say_turn
 
 from duplex.store import keys
 from gateway.telephony.twilio import twilio_signature
 from plugins.tone import decode_turn
 
-WORD_MS = 200
 WORDS = 3
 
 
@@ -76,11 +72,9 @@ async def dial_on(gw: GatewayProcess, call_sid: str) -> tuple[Emulator, object]:
 
 
 async def one_turn(em: Emulator, turn: int) -> None:
-    await em.speak(ulaw_tone(1.0) + ulaw_silence(0.8))
-    await em.until(lambda: len(em.response_ids()) >= 1)
-    rid = em.response_ids()[0]
-    await em.until(lambda: any(mark_ms(n) >= (4 + WORDS) * WORD_MS - 1
-                               for n in em.played_marks if n.startswith(rid + ":")))
+    """A turn on a stream that has had none, heard to its end: the ``turn``-th of the call."""
+    await say_turn(em)
+    await hear_reply(em, 1, (4 + WORDS) * WORD_MS)
     assert decode_turn(em.pcm(), 8000) == turn
 
 

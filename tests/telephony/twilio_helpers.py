@@ -1,15 +1,33 @@
-"""Shared by the telephony tests (a module of its own: ``conftest`` is a name
-every test folder shares, so importing from it is ambiguous)."""
+"""Shared by the telephony tests and tests/cluster's call (a module of its own:
+``conftest`` is a name every test folder shares, so importing from it is
+ambiguous)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from twilio_emulator import Emulator, mark_ms, ulaw_silence, ulaw_tone
+
 from duplex.store import RedisSessionStore, connect
 from gateway.telephony.calls import call_key
 
 AUTH_TOKEN = "test-auth-token-0123456789abcdef"
+WORD_MS = 200  # the tone plugin speaks each word as 200 ms of tone
+
+
+async def say_turn(em: Emulator) -> None:
+    """One user turn: a second of tone, then silence long enough for the VAD to end it."""
+    await em.speak(ulaw_tone(1.0) + ulaw_silence(0.8))
+
+
+async def hear_reply(em: Emulator, turn: int, ms: float) -> str:
+    """Wait until ``ms`` of the reply to ``turn`` has played; return its response id."""
+    await em.until(lambda: len(em.response_ids()) >= turn)
+    rid = em.response_ids()[turn - 1]
+    await em.until(lambda: any(mark_ms(n) >= ms - 1 for n in em.played_marks
+                               if n.startswith(rid + ":")))
+    return rid
 
 
 class Peek:

@@ -8,6 +8,7 @@ import base64
 import json
 from typing import Any
 
+from codec_strategies import json_values, reply_events
 from hostile import strategy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -35,11 +36,6 @@ START = {"event": "start", "sequence_number": "1", "stream_sid": SID, "start": {
     "stream_sid": SID, "call_sid": CALL, "custom_parameters": {"instructions": "words=3"},
     "media_format": {"encoding": "audio/x-raw", "sample_rate": "8000", "bit_rate": "16"}}}
 EVENTS = ["connected", "start", "media", "mark", "dtmf", "stop", "clear", "frobnicate"]
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=12),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
-                                                                 max_size=3),
-    max_leaves=8)
 
 
 @st.composite
@@ -83,16 +79,10 @@ def test_no_close_ends_the_call_only_stop_does() -> None:
         assert started().ends_session(code) is None
 
 
-@st.composite
-def server_events(draw: st.DrawFn) -> dict[str, Any]:
-    kinds = st.sampled_from(["response.output_audio.delta", "response.output_audio.done",
-                             "input_audio_buffer.speech_started", "error", "session.created"])
-    event: dict[str, Any] = {"type": draw(kinds | json_values)}
-    event.update(draw(st.fixed_dictionaries({}, optional={
-        "delta": st.binary(max_size=5000).map(lambda b: base64.b64encode(b).decode())
-        | json_values, "response_id": st.sampled_from(["r1", "r2"]) | json_values,
-        "item_id": st.just("i1") | json_values, "error": json_values})))
-    return event
+def server_events() -> st.SearchStrategy[dict[str, Any]]:
+    return reply_events(["response.output_audio.delta", "response.output_audio.done",
+                         "input_audio_buffer.speech_started", "error", "session.created"],
+                        max_delta=5000)
 
 
 @settings(deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow])

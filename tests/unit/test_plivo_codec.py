@@ -8,10 +8,10 @@ import base64
 import json
 from typing import Any
 
+from codec_strategies import json_values, server_events
 from hostile import strategy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_twilio_codec import json_values, server_events
 
 from duplex import commands as c
 from gateway.outbound import Outbound

@@ -10,12 +10,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from codec_strategies import json_values, server_events
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from hostile import strategy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_twilio_codec import json_values, server_events
 
 from duplex import commands as c
 from gateway.outbound import Outbound

@@ -8,6 +8,7 @@ import base64
 import json
 from typing import Any
 
+from codec_strategies import json_values, payloads, server_events
 from hostile import strategy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -37,12 +38,6 @@ START = {"event": "start", "streamSid": SID, "start": {
     "streamSid": SID, "callSid": CALL, "customParameters": {"token": "t"},
     "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1}}}
 EVENTS = ["connected", "start", "media", "mark", "dtmf", "stop", "clear", "frobnicate"]
-
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=12),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
-                                                                 max_size=3),
-    max_leaves=8)
 
 
 @st.composite
@@ -113,7 +108,6 @@ def test_media_and_dtmf_once_started() -> None:
 
 
 sids = st.text(max_size=20)
-payloads = st.binary(max_size=400).map(lambda b: base64.b64encode(b).decode()) | st.text()
 
 
 @settings(deadline=None, max_examples=300)
@@ -130,20 +124,6 @@ def test_the_templates_are_byte_for_byte_json_dumps(sid: str, payload: str, rid:
     name = json.loads(mark)["mark"]["name"]
     assert name.rpartition(":")[0] == rid
     assert mark == json.dumps({"event": "mark", "mark": {"name": name}, "streamSid": sid})
-
-
-event_types = st.sampled_from(["response.output_audio.delta",
-                               "input_audio_buffer.speech_started", "error",
-                               "response.done", "session.created"]) | st.text(max_size=10)
-
-
-@st.composite
-def server_events(draw: st.DrawFn) -> dict[str, Any]:
-    event: dict[str, Any] = {"type": draw(event_types)}
-    event.update(draw(st.fixed_dictionaries({}, optional={
-        "delta": payloads | json_values, "response_id": st.text(max_size=10) | json_values,
-        "item_id": json_values, "error": json_values})))
-    return event
 
 
 @settings(deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow])

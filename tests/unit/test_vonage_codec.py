@@ -10,6 +10,7 @@ import hashlib
 import json
 from typing import Any
 
+from codec_strategies import json_values, reply_events
 from hostile import strategy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -36,11 +37,6 @@ CONNECTED = {"event": "websocket:connected", "content-type": "audio/l16;rate=160
              "call": CALL, "token": "t", "instructions": "words=3", "other": "x"}
 EVENTS = ["websocket:connected", "websocket:dtmf", "websocket:notify", "websocket:cleared",
           "frobnicate"]
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=12),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
-                                                                 max_size=3),
-    max_leaves=8)
 
 
 @st.composite
@@ -93,16 +89,9 @@ def test_the_first_message_is_the_start() -> None:
     assert codec.ends_session(1000) == "vonage_hangup" and codec.ends_session(1006) is None
 
 
-@st.composite
-def server_events(draw: st.DrawFn) -> dict[str, Any]:
-    kinds = st.sampled_from(["response.output_audio.delta", "response.output_audio.done",
-                             "input_audio_buffer.speech_started", "error"])
-    event: dict[str, Any] = {"type": draw(kinds | json_values)}
-    event.update(draw(st.fixed_dictionaries({}, optional={
-        "delta": st.binary(max_size=3000).map(lambda b: base64.b64encode(b).decode())
-        | json_values, "response_id": st.sampled_from(["r1", "r2"]) | json_values,
-        "item_id": st.just("i1") | json_values, "error": json_values})))
-    return event
+def server_events() -> st.SearchStrategy[dict[str, Any]]:
+    return reply_events(["response.output_audio.delta", "response.output_audio.done",
+                         "input_audio_buffer.speech_started", "error"], max_delta=3000)
 
 
 @settings(deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow])

@@ -24,8 +24,8 @@ from cascade_agent import agent, ears  # noqa: E402, F401 (fixtures, for the cas
 from gateway_process import GatewayProcess, running_tone  # noqa: E402
 from openai_conformance import Conformance  # noqa: E402
 from peer_client import PeerClient, calls_made  # noqa: E402
+from webrtc_limits import ICE_TIMEOUT_S  # noqa: E402
 
-ICE_TIMEOUT_S = "3"  # an abandoned offer's session ends this soon
 conformance = Conformance()
 
 

@@ -12,9 +12,9 @@ import httpx
 import pytest
 from client import eventually, meta
 from client import valkey as valkey_of
-from conftest import ICE_TIMEOUT_S
 from gateway_process import GatewayProcess, running_tone
 from peer_client import PeerClient, offer
+from webrtc_limits import ICE_TIMEOUT_S
 
 KEY = "sk-webrtc-test"
 
