@@ -92,6 +92,7 @@ class Row:
     conversation: int
     voice: str
     ask: Ask
+    after_result: bool = False  # a turn after a tool's result in the same conversation
     heard: str = ""  # the gateway's transcript of the request
     spoken: str = ""  # the words of the turn's reply (said before any tool answered)
     calls: list[Call] = field(default_factory=list)
@@ -219,8 +220,8 @@ async def quiz(url: str, conversations: list[tuple[int, list[Ask]]],
         await s.ws.send(json.dumps({"type": "session.update", "session": {
             "tools": TOOLS, "tool_choice": "auto"}}))
         await s.until("session.updated", mark)
-        for ask in conversation:
-            row = Row(i, label, ask)
+        for k, ask in enumerate(conversation):
+            row = Row(i, label, ask, after_result=any(a.tool for a in conversation[:k]))
             if speech is None:
                 await typed_turn(s, row, ask.say, args.followup_tool_choice)
             else:
@@ -308,6 +309,9 @@ def report(rows: list[Row], quiz_s: float, typed: bool) -> None:
     if not typed:
         espeak = [r for r in rows if r.voice != "piper"]
         print(f"  {'espeak-ng voices only':<24} {figures(espeak)}")
+    later = [r for r in rows if r.after_result]
+    if later:  # a new request once a result was said: a call again, or none
+        print(f"  {'after a result':<24} {figures(later)}")
     print("\nmisses")
     for r in rows:
         miss = r.miss

@@ -4,7 +4,10 @@ call it should make (or none), the tool's answer the bench gives back, and the
 words a reply that used that answer contains.
 
 Written before the quiz was first run and not changed after it: a quiz tuned
-to its own misses measures its questions, not the agent.
+to its own misses measures its questions, not the agent. The last eight
+conversations (after a tool's result was given and spoken, a new request that
+needs a call again, or one no tool fits) were added on 2026-12-04 and written
+before their first run, as the others were.
 """
 
 from __future__ import annotations
@@ -136,6 +139,20 @@ CONVERSATIONS: list[list[Ask]] = [
     [chat("Why do airplanes have wings?")],
     [chat("Good morning! What's your name?")],
     [chat("Thank you so much, goodbye.")],
+    # after a tool's result was given and spoken: a new request that needs a call
+    # again (the same tool with other values, or another tool), or one no tool fits
+    [flight("Is flight KL 1001 on time?", "KL1001"), flight("And flight UA 902?", "UA902")],
+    [weather("What's the weather in Madrid?", "madrid"), weather("How about Oslo?", "oslo")],
+    [weather("What's the weather like in Rome?", "rome"),
+     timer("Okay, set a timer for fifteen minutes.", 15)],
+    [timer("Set a timer for twenty minutes.", 20),
+     music("While I wait, play some pop music.", genre="pop")],
+    [music("Play something by Adele.", artist="adele"),
+     flight("Now check flight AA 100, please.", "AA100")],
+    [flight("Check flight DL 88 for me.", "DL88"),
+     chat("What can I do at the airport while I wait?")],
+    [weather("What's the weather in Miami?", "miami"), chat("Should I take an umbrella, then?")],
+    [timer("Set a timer for eight minutes.", 8), chat("What's a good tea for the evening?")],
 ]
 
 # espeak-ng voice (variant) and words a minute; piper's joe is the reply voice
