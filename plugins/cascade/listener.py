@@ -31,6 +31,7 @@ is "".
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import deque
 from collections.abc import Iterator
@@ -41,6 +42,7 @@ import numpy as np
 
 from duplex import effects as fx
 from duplex.fence import Fence
+from engines.model_http import ModelServerError
 from engines.stages import StageResult
 from plugins.base import AudioUnit, Pcm
 from plugins.cascade.asr import MAX_TURN_S, RATE
@@ -59,6 +61,8 @@ TRIM_FLOOR_DBFS, TRIM_CEIL_DBFS = -55.0, -40.0
 # ("capital of friends"), so only leading silence is cut, down to this much.
 TRIM_PAD_MS = 800
 TAIL_SILENCE_MS = 1000
+log = logging.getLogger(__name__)
+
 # A pause this long after speech drafts the turn (the VAD's window is 500 ms by
 # default: the thinker gets the difference, less one transcription, as a head start).
 # Measured with bench/voice_quiz.py --quick, back to back: 100 ms gave
@@ -147,7 +151,7 @@ class Loudness:
 @dataclass(frozen=True, slots=True)
 class _Drafted:
     last_loud: int  # the speech it heard ended at this frame
-    text: str
+    text: str | None  # None: its transcription failed, and the commit transcribes afresh
 
 
 @dataclass(slots=True)
@@ -194,7 +198,7 @@ class ListenState:
     def draft_overtaken(self) -> bool:
         """Speech came after the latest draft, which the thinker still holds."""
         drafted = self.drafted
-        return (drafted is not None and drafted.text != ""
+        return (drafted is not None and bool(drafted.text)
                 and drafted.last_loud != self.loudness.last_loud)
 
     def draft_words(self) -> str | None:
@@ -250,7 +254,7 @@ class ListenerModel:
                 yield StageResult(Draft(""), segment_finished=True, visible=True)
             elif self.warm_every_ms and state.warm_due(self.warm_every_ms):
                 state.warmed_at = state.loudness.frames
-                text = self.transcribe(state.audio())
+                text = self._try_transcribe(state.audio())
                 if text:
                     yield StageResult(Draft(text, warm=True), segment_finished=True,
                                       visible=False)
@@ -271,10 +275,21 @@ class ListenerModel:
         state.clear()
 
     def _draft(self, state: ListenState) -> Iterator[StageResult]:
-        text = self.transcribe(state.audio())
+        text = self._try_transcribe(state.audio())
         state.drafted = _Drafted(state.loudness.last_loud, text)
         if text:
             yield StageResult(Draft(text), segment_finished=True, visible=True)
+
+    def _try_transcribe(self, pcm: Pcm) -> str | None:
+        """A draft's words, or None when the speech server could not give them (busy,
+        away, silent): a draft only saves time, so its failure must not end the
+        request and lose the turn's audio; the commit transcribes afresh and reports
+        the server's error if it still fails then."""
+        try:
+            return self.transcribe(pcm)
+        except ModelServerError as exc:
+            log.info("a draft was not transcribed: %s", exc)
+            return None
 
     def transcribe(self, pcm: Pcm) -> str:
         """A turn's words; "" without enough speech."""

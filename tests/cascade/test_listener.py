@@ -15,6 +15,7 @@ import pytest
 from effect_helpers import commit, discard
 
 from duplex.fence import Fence
+from engines.model_http import ServerBusy
 from engines.stages import StageResult
 from plugins.base import AudioUnit, Pcm, Transcript, WordsHeard
 from plugins.cascade.asr import MAX_TURN_S, WhisperAsr
@@ -224,6 +225,45 @@ def test_long_speech_is_heard_while_it_goes_on_to_warm_the_thinker() -> None:
     assert [r.visible for r in results] == [False, False, True]
     with pytest.raises(TypeError):
         project(0, Draft("words 1", warm=True))
+
+
+class BusyAsr(CountingAsr):
+    """A speech server that refuses while ``busy``, counting what it refused."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.busy, self.refused = True, 0
+
+    def transcribe(self, pcm16k: npt.NDArray[Any]) -> str:
+        if self.busy:
+            self.refused += 1
+            raise ServerBusy("the speech server is busy")
+        return super().transcribe(pcm16k)
+
+
+def test_a_draft_the_server_refuses_leaves_the_turn_to_the_commit() -> None:
+    asr = BusyAsr()
+    listener = ListenerModel(asr)
+    state = listener.open(FENCE)
+    results = run(listener, state, [*units(np.concatenate((silence(200), tone(1500))),
+                                           drafts=True),
+                                    *units(silence(300), drafts=True),
+                                    *units(tone(300), drafts=True),
+                                    *units(silence(300), drafts=True)])
+    # nothing drafted, nothing withdrawn, and one try a pause and a warm draft a
+    # second of speech (not one a unit: 26 of them)
+    assert results == [] and 2 <= asr.refused <= 4
+    # the commit transcribes all the turn's audio afresh
+    asr.busy = False
+    turn = run(listener, state, [commit(6, respond=True)])
+    assert payloads(turn) == [UserTurn(6, "item_6", "words 1", True)]
+    assert asr.heard[0].size > RATE * 1800 // 1000
+    # a commit that fails too is the request's error: it is raised, not swallowed
+    state = listener.open(FENCE)
+    run(listener, state, units(tone(600)))
+    asr.busy = True
+    with pytest.raises(ServerBusy):
+        run(listener, state, [commit(7, respond=True)])
 
 
 def test_no_drafts_without_the_flag_nor_for_a_blip_and_none_after_a_discard() -> None:
