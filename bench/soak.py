@@ -100,6 +100,7 @@ INSTRUCTIONS_BYTES = 128 * 1024
 BIG_ITEM_CHARS = 120 * 1024
 ABNORMAL = 1006
 GRACE_S = 30.0  # the gateway's --disconnect-grace-s (its default)
+READY_TIMEOUT_S = 300.0  # the gateway started, to ready
 
 
 def speech_frames(tone_s: float, silence_s: float) -> list[str]:
@@ -626,11 +627,20 @@ def clock(seconds: float) -> str:
     return f"{int(seconds // 60)}:{int(seconds % 60):02d}"
 
 
-SID = re.compile(r"\{[^}]*\}")
+# a session's keys carry its bucket's hash tag and its id; the owner's set, the
+# process id (docs/store.md): one pattern each, whatever the ids
+KEY_PARTS = [(re.compile(r"\{b\d+\}"), "{bucket}"), (re.compile(r"sess_[\w-]+"), "{sid}"),
+             (re.compile(r"(?<=:owner:).+(?=:sessions$)"), "{owner}")]
+
+
+def key_pattern(key: str) -> str:
+    for part, name in KEY_PARTS:
+        key = part.sub(name, key)
+    return key
 
 
 async def census(r: Any) -> tuple[dict[str, tuple[int, int]], Counter[str]]:
-    """Valkey's keys by pattern (a session id is ``{sid}``): (count, bytes) each, and
+    """Valkey's keys by pattern (``key_pattern``): (count, bytes) each, and
     the sessions by state."""
     keys = [k async for k in r.scan_iter(count=1000)]
     pipe = r.pipeline(transaction=False)
@@ -639,8 +649,8 @@ async def census(r: Any) -> tuple[dict[str, tuple[int, int]], Counter[str]]:
     sizes = await pipe.execute()
     found: dict[str, tuple[int, int]] = {}
     for k, size in zip(keys, sizes, strict=True):
-        n, total = found.get(SID.sub("{sid}", k), (0, 0))
-        found[SID.sub("{sid}", k)] = (n + 1, total + (size or 0))
+        n, total = found.get(key_pattern(k), (0, 0))
+        found[key_pattern(k)] = (n + 1, total + (size or 0))
     pipe = r.pipeline(transaction=False)
     metas = [k for k in keys if k.endswith(":meta")]
     for k in metas:
@@ -762,7 +772,8 @@ async def run(args: argparse.Namespace) -> int:
             "--ended-session-retention-s", str(args.retention_s),
             *(["--retained-max-store-bytes", str(args.retained_max_store_bytes)]
               if args.retained_max_store_bytes is not None else [])])
-        gw.start()
+        # traced (--tracemalloc) on a busy box, readiness took over the default 60 s
+        gw.start(timeout_s=READY_TIMEOUT_S)
         if heap is not None and gw.proc is not None:
             heap.pid = gw.proc.pid
         try:

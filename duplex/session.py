@@ -52,6 +52,25 @@ class InputBuffer:
     speech_start_ms: int | None = None
 
 
+class NewIds:
+    """The ids a session gives its items, responses and calls: unique across
+    sessions too (a client may hold several at once). An object of its own, not a
+    method of the core: the conversation and the output hold it, and a bound
+    method of the core there would make the core's state a reference cycle, which
+    only a full collection frees (an ended session's conversation would wait for
+    one: gateway/heap.py)."""
+
+    __slots__ = ("_stem", "count")
+
+    def __init__(self, fence: Fence) -> None:
+        self._stem = f"{fence.session_id[-12:]}_{fence.incarnation}x"
+        self.count = 0
+
+    def __call__(self, prefix: str) -> str:
+        self.count += 1
+        return f"{prefix}_{self._stem}{self.count}"
+
+
 @dataclass(slots=True)
 class SessionCore:
     fence: Fence
@@ -62,7 +81,6 @@ class SessionCore:
     response: Response | None = None
     input: InputBuffer = field(default_factory=InputBuffer)
     deferred_response: bool = False
-    counter: int = 0
     budget: ItemBudget = field(default_factory=ItemBudget)  # I8: items and bytes
     abilities: ModelAbilities = field(default_factory=ModelAbilities)  # what the plugin can do
     idle: IdleWatch = field(default_factory=IdleWatch)  # idle_timeout_ms (duplex.idle)
@@ -72,8 +90,10 @@ class SessionCore:
     output: ResponseOutput = field(init=False)  # the active response's events (duplex.output)
     _input_ms: dict[str, float] = field(default_factory=dict)  # committed audio per item
     _effects: list[fx.Effect] = field(default_factory=list)
+    _new_id: NewIds = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        self._new_id = NewIds(self.fence)  # the fence's session and incarnation never change
         self.budget.config_bytes = stored_size(self.config, self.fence.session_id)
         self.conversation = ConversationItems(self.items, self.budget,
                                               effect=self._effects.append, new_id=self._new_id)
@@ -90,11 +110,6 @@ class SessionCore:
 
     def _emit(self, kind: E, **fields: Any) -> None:
         self._effects.append(fx.Emit(ev.event(kind, **fields)))
-
-    def _new_id(self, prefix: str) -> str:
-        self.counter += 1
-        # unique across sessions too: a client may hold several at once
-        return f"{prefix}_{self.fence.session_id[-12:]}_{self.fence.incarnation}x{self.counter}"
 
     def _turn(self, event: TurnEvent) -> None:
         self.turn_state = next_turn_state(self.turn_state, event)

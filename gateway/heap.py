@@ -16,7 +16,12 @@ cost, was what made a busy process miss real time (``stop`` p99 past 100 ms).
   ``FULL_AFTER`` collections of the middle generation instead of CPython's 10
   (at 192 sessions: none in 30 s, where there were two). What they would free
   meanwhile is little: cycles that outlive two younger collections (about 500
-  objects in 30 s at 192 sessions, once no stage request is a task).
+  objects in 30 s at 192 sessions, once no stage request is a task). It is
+  little only while sessions make no cycles: an ended session's state, or a
+  refused frame's text held by its error's traceback, would wait here for the
+  next full collection (issue 27's soak: a Python heap rising from 57 to
+  234 MiB between them). ``tests/inproc/test_no_cycles.py`` holds that; with
+  it, the soak's heap stays level (bench/README.md, "No cycles").
 - ``PauseTimer``: each collection's pause into a histogram
   (``duplex_gc_pause_seconds{generation}``), so an operator can tell when the
   collector is what stalls a process.

@@ -71,7 +71,7 @@ class SessionHandle:
         self.request_close(reason, terminal=ServerEvent.SESSION_EXPIRED)
 
     def request_detach(self, attachment: Attachment) -> None:
-        self.inbox.put_urgent(si.Detach(attachment))
+        self.inbox.detach(attachment)
 
     def confirm_token(self, generation: int) -> None:
         self.inbox.put_urgent(si.Confirm(generation))
@@ -104,6 +104,11 @@ class SessionHandle:
         """``attachment`` stopped serving the session without another socket taking
         its place (a send to it failed): how its peer closes it still counts."""
         return self.outbox.dropped(attachment)
+
+    def forget(self, attachment: Attachment) -> None:
+        """``attachment``'s socket is done (ended, its reader gone): the session
+        holds it no longer."""
+        self.outbox.forget(attachment)
 
     def let_go(self) -> Attachment | None:
         """This process stops: the socket is no longer the session's (it is returned,

@@ -52,11 +52,13 @@ from duplex.events import ServerEvent
 from duplex.fence import Fence, is_current_epoch
 from duplex.pacing import Pacer
 from gateway.log_limits import LogLimiter
+from gateway.session.attachment import Attachment
 from gateway.session.clock import Clock, Timer
 from gateway.session.items import (
     OVERTAKE_AUDIO,
     Close,
     Delta,
+    Detach,
     Failure,
     IdleElapsed,
     SessionLimits,
@@ -166,6 +168,11 @@ class Inbox:
             self._hand_over()
         else:
             self._signal()
+
+    def detach(self, attachment: Attachment) -> None:
+        """``attachment``'s socket went away (a send to it failed): the session goes
+        on, resumable."""
+        self.put_urgent(Detach(attachment))
 
     def client_closed(self, reason: str) -> None:
         """The client ended the session: after everything it sent before, but ahead

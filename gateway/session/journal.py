@@ -76,14 +76,22 @@ class Journal:
         self._limits = limits
         self._metrics = metrics
         self._clock = clock
-        self.uncertain = False  # a failed append may still have landed
         self.renewed_at = 0.0  # wall time of the last write that renewed the lease
         self.stored_epoch = epoch  # the epoch Redis holds: each append raises it
         self._window: deque[tuple[float, int, int]] = deque()  # (time, seq, bytes)
         self._window_bytes = 0
         self._recent: deque[tuple[float, int, str]] = deque()  # (time, seq, text)
         self._recent_bytes = 0
-        self._fenced = _Fenced(self)
+        self._fenced = _Fenced()
+
+    @property
+    def uncertain(self) -> bool:
+        """A failed append may still have landed: ``landed`` before the next write."""
+        return self._fenced.uncertain
+
+    @uncertain.setter
+    def uncertain(self, value: bool) -> None:
+        self._fenced.uncertain = value
 
     @property
     def session_id(self) -> str:
@@ -235,12 +243,14 @@ class _Fenced:
     """Store errors as the session hears them: one that says the session is no
     longer open here is the lease lost (I3); Redis away leaves the journal
     uncertain (an append may have landed). A context manager made once (a journal
-    write is made several times a second)."""
+    write is made several times a second). It holds the uncertainty itself, not
+    its journal: a journal holding it, held by it, would be a reference cycle,
+    which keeps an ended session's journal until a full collection (gateway/heap.py)."""
 
-    __slots__ = ("_journal",)
+    __slots__ = ("uncertain",)
 
-    def __init__(self, journal: Journal) -> None:
-        self._journal = journal
+    def __init__(self) -> None:
+        self.uncertain = False
 
     def __enter__(self) -> None:
         return None
@@ -248,6 +258,6 @@ class _Fenced:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         if isinstance(exc, StoreUnavailable):
-            self._journal.uncertain = True
+            self.uncertain = True
         elif isinstance(exc, SessionStateError):
             raise LeaseLost(f"the session is gone from the store: {exc.message}") from exc

@@ -191,6 +191,18 @@ class Outbox:
         detach) and none has attached since."""
         return self._attachment is None and self._latest is attachment
 
+    def forget(self, attachment: Attachment) -> None:
+        """``attachment``'s socket is done: ended (by the session, or by its peer,
+        which the session has been told of) and no longer read. The one call from
+        outside the worker, and it changes nothing the worker relies on: a send to
+        that socket would go nowhere either way. The attachment holds the session,
+        so a session that kept it would be a reference cycle, and an ended
+        session's state would wait for a full collection (gateway/heap.py)."""
+        if self._attachment is attachment:
+            self._attachment = None
+        if self._latest is attachment:
+            self._latest = None
+
     def let_go(self) -> Attachment | None:
         """The socket is no longer the session's (this process stops); returned for
         its endpoint to close. The session stays resumable; how the peer then

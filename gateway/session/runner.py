@@ -54,10 +54,14 @@ class SessionRunner(SessionHandle):
     def __init__(self, core: SessionCore, journal: Journal, orchestrator: DuplexOrchestrator,
                  plugin: pb.DuplexModelPlugin, metrics: Metrics, limits: si.SessionLimits,
                  clock: Clock) -> None:
+        inbox = Inbox(f"session {journal.session_id}", limits, clock,
+                      plugin.capabilities.output_rate)
         super().__init__(
-            Inbox(f"session {journal.session_id}", limits, clock,
-                  plugin.capabilities.output_rate),
-            Outbox(journal, fence=lambda: core.fence, on_send_failed=self.request_detach,
+            inbox,
+            # the inbox's, not the runner's (``request_detach``): the runner holds the
+            # outbox, and a reference back would keep an ended session's state until
+            # a full collection (gateway/heap.py)
+            Outbox(journal, fence=lambda: core.fence, on_send_failed=inbox.detach,
                    metrics=metrics, clock=clock, renew_every_s=limits.renew_every_s),
             SessionMachine(core, plugin, metrics, clock), plugin)
         self.orch = orchestrator

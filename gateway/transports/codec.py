@@ -40,9 +40,18 @@ QUIET = Ignore()
 
 @dataclass(frozen=True, slots=True)
 class Report:
-    """A frame the peer hears about: ``error`` goes back in the protocol's own shape."""
+    """A frame the peer hears about: ``error`` goes back in the protocol's own shape.
+
+    The error is kept without the traceback and the exceptions it was raised
+    from: a report outlives its parse, and a traceback holds the frames it went
+    through, whose ``f_back`` reaches the reader that holds this report. That
+    reference cycle (keeping the frame's text and the reader's locals) was left
+    by every refused frame, and only a full collection frees one (gateway/heap.py)."""
 
     error: DuplexError
+
+    def __post_init__(self) -> None:
+        self.error.__traceback__ = self.error.__context__ = self.error.__cause__ = None
 
 
 @dataclass(frozen=True, slots=True)

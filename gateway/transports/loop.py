@@ -38,18 +38,21 @@ DROPPED_READ_S = 2.0  # a socket whose send failed: at most this for its close c
 async def serve(attachment: SocketAttachment, *, on_hangup: OnHangup | None = None) -> None:
     """Serve ``attachment``'s socket until it ends: read it, then close it, or let
     it linger (a session that ended answers stragglers until the peer hangs up)."""
-    async with asyncio.TaskGroup() as tg:
-        reader = tg.create_task(read(attachment, on_hangup))
-        await attachment.ended.wait()
-        if attachment.linger_s:
-            await asyncio.wait([reader], timeout=attachment.linger_s)
+    try:
+        async with asyncio.TaskGroup() as tg:
+            reader = tg.create_task(read(attachment, on_hangup))
+            await attachment.ended.wait()
+            if attachment.linger_s:
+                await asyncio.wait([reader], timeout=attachment.linger_s)
+                reader.cancel()
+                await attachment.close()
+            elif attachment.session.dropped(attachment):
+                # a send failed: the peer is closing or gone, and how it closed (read
+                # next, at once) says whether the session ends (issue 27)
+                await asyncio.wait([reader], timeout=DROPPED_READ_S)
             reader.cancel()
-            await attachment.close()
-        elif attachment.session.dropped(attachment):
-            # a send failed: the peer is closing or gone, and how it closed (read
-            # next, at once) says whether the session ends (issue 27)
-            await asyncio.wait([reader], timeout=DROPPED_READ_S)
-        reader.cancel()
+    finally:
+        attachment.session.forget(attachment)
 
 
 async def read(attachment: SocketAttachment, on_hangup: OnHangup | None = None,

@@ -65,6 +65,11 @@ class Session(Protocol):
         its place (a send to it failed): how its peer closes it still counts."""
         ...
 
+    def forget(self, attachment: Attachment) -> None:
+        """``attachment``'s socket is done (ended, its reader gone): the session
+        holds it no longer."""
+        ...
+
     def let_go(self) -> Attachment | None:
         """Stop serving the socket (this process stops); the session stays resumable."""
         ...

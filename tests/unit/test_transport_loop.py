@@ -71,6 +71,7 @@ class Recorder:
     calls: list[tuple[str, Any]] = field(default_factory=list)
     attachment: Attachment | None = None
     gone: Attachment | None = None  # let go for a failed send, none attached since
+    forgotten: list[Attachment] = field(default_factory=list)  # sockets served to the end
     full: bool = False
 
     def submit(self, cmd: c.Command) -> None:
@@ -103,6 +104,9 @@ class Recorder:
 
     def dropped(self, attachment: Attachment) -> bool:
         return self.gone is attachment
+
+    def forget(self, attachment: Attachment) -> None:
+        self.forgotten.append(attachment)
 
     def let_go(self) -> Attachment | None:
         attachment, self.attachment = self.attachment, None
@@ -277,3 +281,4 @@ async def test_serve_returns_once_the_session_ends_the_socket() -> None:
     await asyncio.wait_for(served, 10)
     assert source.closed == (CloseCode.SESSION_REPLACED, "replaced")
     assert session.calls == []  # the session ended it: nothing to tell it
+    assert session.forgotten == [attachment]  # it holds the socket no longer (no cycle)
