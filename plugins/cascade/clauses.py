@@ -42,12 +42,13 @@ class ClauseSplitter:
     the clauses concatenate to the (cleaned) text.
 
     The first clause of a reply is cut sooner (``first_max_words``, and commas
-    after two words): the user waits for it, and each word less is one token
-    less to generate before any sound (60–100 ms on 2 cores) and a shorter
-    synthesis; later clauses are spoken while the next is made. Its cut waits
-    for a word that can end a phrase: after "of", "the" or "is" the voice
-    would end a clause that is still open ("The capital of | France"), so
-    such a word (``plugins.turn_end.DANGLING``) takes the next one with it.
+    after two words): the user waits for it, and each word less is a token
+    less to generate before any sound (≈35–40 ms for Qwen 1.5B on 2 cores)
+    and a shorter synthesis; later clauses are spoken while the next is made.
+    Its cut waits for a word that can end a phrase: after "of", "the", "is"
+    or a number the voice would close a phrase still open ("The capital of
+    | France"), so such a word (``plugins.turn_end.DANGLING``, ``_NUMBERS``)
+    takes the next one with it.
     """
 
     def __init__(self, *, min_comma_words: int = 4, max_words: int = 24,
