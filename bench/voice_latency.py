@@ -20,6 +20,12 @@ reports, over the turns:
   from ``response.done.timings_ms``: the turn detector's wait (end of speech →
   the turn's end decided), then from there to the transcript, each stage's
   first output and the first audio sent; and ``speech_stopped`` → first audio;
+- whether the overlap the agent relies on happened, per turn: under
+  ``semantic_vad`` the turn ended by its words (decided in under 600 ms: the
+  window for finished words is 200 ms, 700 ms otherwise), the reply adopted
+  from the guess started at the pause (``duplex_stage_guesses_total`` from
+  ``/metrics``; warm prefills count as started), and the first audio sent
+  within 40 ms of the thinker's first clause (its speech made ahead);
 - the sequential baseline on the same questions: VAD end → whole-turn
   transcription → LLM to its first sentence → TTS of it, each step's time;
 - barge-in: the user starts talking over a reply → ``response.done{cancelled}``,
