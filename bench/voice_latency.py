@@ -3,9 +3,13 @@ gateway path with no models) and a sequential baseline (``bench/sequential.py``)
 measured in the same run.
 
 Usage: .venv/bin/python bench/voice_latency.py [--turns 20] [--runs 1] [--barge-ins 5]
+       [--turn-detection semantic_vad,server_vad] [--plugins tone,cascade]
        [--no-baseline] [--quick]
 
-For each plugin it starts a fresh gateway (``--runs`` times), then speaks
+For each plugin and each turn detection (``--turn-detection``: ``semantic_vad``,
+the target mode, whose window follows the words heard so far, and
+``server_vad``, OpenAI's fixed 500 ms window; the session asks for it with a
+``session.update``) it starts a fresh gateway (``--runs`` times), then speaks
 questions (synthesised with piper, streamed at real time in 20 ms frames) and
 reports, over the turns:
 
@@ -16,6 +20,12 @@ reports, over the turns:
   from ``response.done.timings_ms``: the turn detector's wait (end of speech →
   the turn's end decided), then from there to the transcript, each stage's
   first output and the first audio sent; and ``speech_stopped`` → first audio;
+- whether the overlap the agent relies on happened, per turn: under
+  ``semantic_vad`` the turn ended by its words (decided in under 600 ms: the
+  window for finished words is 200 ms, 700 ms otherwise), the reply adopted
+  from the guess started at the pause (``duplex_stage_guesses_total`` from
+  ``/metrics``; warm prefills count as started), and the first audio sent
+  within 40 ms of the thinker's first clause (its speech made ahead);
 - the sequential baseline on the same questions: VAD end → whole-turn
   transcription → LLM to its first sentence → TTS of it, each step's time;
 - barge-in: the user starts talking over a reply → ``response.done{cancelled}``,
@@ -38,10 +48,12 @@ import asyncio
 import base64
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -167,18 +179,33 @@ async def send_instructions(self: Session, text: str) -> None:
 Session.send_instructions = send_instructions  # type: ignore[attr-defined]
 
 
-async def connect(url: str) -> tuple[Session, asyncio.Task[None]]:
+TURN_TYPES = ("semantic_vad", "server_vad")
+
+
+async def connect(url: str, turn_type: str = "server_vad") -> tuple[Session, asyncio.Task[None]]:
+    """A session whose turns end by ``turn_type`` (its defaults: ``server_vad``'s
+    500 ms window, ``semantic_vad``'s ``auto`` eagerness)."""
     import websockets
 
     ws = await websockets.connect(url, max_size=None)
     s = Session(ws)
-    return s, asyncio.get_running_loop().create_task(s.pump())
+    task = asyncio.get_running_loop().create_task(s.pump())
+    await s.until("session.created")
+    if turn_type != "server_vad":  # the gateway's default
+        mark = len(s.events)
+        await ws.send(json.dumps({"type": "session.update",
+                                  "session": {"type": "realtime", "audio": {"input": {
+                                      "turn_detection": {"type": turn_type}}}}}))
+        _, ev = await s.until("session.updated", mark)
+        assert ev["session"]["audio"]["input"]["turn_detection"]["type"] == turn_type, ev
+    return s, task
 
 
-async def concurrent(url: str, n: int, pcm: np.ndarray) -> tuple[bool, float, float]:
+async def concurrent(url: str, turn_type: str, n: int,
+                     pcm: np.ndarray) -> tuple[bool, float, float]:
     """N sessions ask at once: (real time held, mouth to ear p50, its max); held
     when each reply's audio arrives at least as fast as it plays."""
-    sessions = [await connect(url) for _ in range(n)]
+    sessions = [await connect(url, turn_type) for _ in range(n)]
     rows = await asyncio.gather(*(one_turn(s, pcm) for s, _ in sessions))
     held = True
     for s, _ in sessions:
@@ -200,35 +227,52 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, round(q * (len(values) - 1)))]
 
 
-async def measure(plugin: str, turns: int, barges: int, levels: list[int],
+async def measure(plugin: str, turn_type: str, turns: int, barges: int, levels: list[int],
                   questions: list[np.ndarray], runs: int) -> dict[str, Any]:
     """``runs`` fresh gateways: each one's first turn, then ``turns - 1`` more in
     the same session; barge-ins and concurrent sessions on the last one."""
     firsts: list[dict[str, float]] = []
     rows: list[dict[str, float]] = []
     extra: dict[str, Any] = {}
+    guesses: Counter[str] = Counter()
     for run in range(runs):
         with tempfile.TemporaryDirectory() as tmp:
             gw = GatewayProcess(Path(tmp), args=["--plugin", plugin])
             gw.start(timeout_s=300)  # ready: everything a first turn touches is warm
             try:
-                s, task = await connect(gw.ws)
+                s, task = await connect(gw.ws, turn_type)
                 firsts.append(await one_turn(s, questions[run % len(questions)]))
                 rows += [await one_turn(s, questions[i % len(questions)])
                          for i in range(1, turns)]
                 await s.ws.close()
                 task.cancel()
+                guesses.update(scrape_guesses(gw.http))
                 if run == runs - 1:
-                    extra = await barges_and_levels(gw, plugin, barges, levels, questions)
+                    extra = await barges_and_levels(gw, plugin, turn_type, barges, levels,
+                                                    questions)
             finally:
                 gw.stop()
-    return {"first": firsts, "rows": rows, **extra}
+    return {"first": firsts, "rows": rows, "guesses": guesses, **extra}
 
 
-async def barges_and_levels(gw: GatewayProcess, plugin: str, barges: int, levels: list[int],
-                            questions: list[np.ndarray]) -> dict[str, Any]:
+GUESS_LINE = re.compile(r'^duplex_stage_guesses_total\{[^}]*outcome="(\w+)"[^}]*\} (\S+)$')
+
+
+def scrape_guesses(http: str) -> Counter[str]:
+    """The thinker's guesses (``duplex_stage_guesses_total``) by outcome, from
+    the gateway's ``/metrics``: how many replies were started at a pause, and
+    how many of them became the turn's reply (adopted)."""
+    import httpx
+
+    text = httpx.get(f"{http}/metrics", timeout=30).text
+    return Counter({m[1]: int(float(m[2])) for m in map(GUESS_LINE.match, text.splitlines())
+                    if m})
+
+
+async def barges_and_levels(gw: GatewayProcess, plugin: str, turn_type: str, barges: int,
+                            levels: list[int], questions: list[np.ndarray]) -> dict[str, Any]:
     cascade = plugin == "cascade"
-    s, task = await connect(gw.ws)
+    s, task = await connect(gw.ws, turn_type)
     interruption = speech("Stop, thank you.") if cascade else tone(0.8)
     long_ask = speech(LONG_REPLY_QUESTION) if cascade else questions[0]
     barge: list[float] = []
@@ -240,7 +284,7 @@ async def barges_and_levels(gw: GatewayProcess, plugin: str, barges: int, levels
             barge.append(ms)
     await s.ws.close()
     task.cancel()
-    conc = {n: await concurrent(gw.ws, n, questions[1]) for n in levels}
+    conc = {n: await concurrent(gw.ws, turn_type, n, questions[1]) for n in levels}
     return {"barge": barge, "concurrency": conc}
 
 
@@ -264,9 +308,9 @@ def line(label: str, values: list[float]) -> str:
             f"   ({len(values)})")
 
 
-def report(plugin: str, result: dict[str, Any]) -> None:
+def report(plugin: str, turn_type: str, result: dict[str, Any]) -> None:
     rows, firsts = result["rows"], result["first"]
-    print(f"\n{plugin}: {len(firsts)} first turns (a fresh gateway each), "
+    print(f"\n{plugin}, {turn_type}: {len(firsts)} first turns (a fresh gateway each), "
           f"{len(rows)} later turns")
     keys = sorted({k for r in rows + firsts for k in r},
                   key=lambda k: (k != MOUTH_TO_EAR, not k.startswith("speech"), k))
@@ -283,6 +327,7 @@ def report(plugin: str, result: dict[str, Any]) -> None:
             values = [r[key] for r in firsts if key in r]
             if values:
                 print(line(f"  {key}, first turn", values))
+    mechanisms(turn_type, rows + firsts, result["guesses"])
     if result["barge"]:
         b = result["barge"]
         print(f"  {'barge-in → cancelled':<32} p50 {pct(b, 0.5):7.0f} ms   "
@@ -290,6 +335,33 @@ def report(plugin: str, result: dict[str, Any]) -> None:
     for n, (held, wait, worst) in result["concurrency"].items():
         print(f"  {n} concurrent: {MOUTH_TO_EAR} p50 {wait:6.0f} ms, max {worst:6.0f} ms, "
               f"real time {'held' if held else 'NOT held'}")
+
+
+# semantic_vad's window for words that look finished is 200 ms, 700 ms otherwise
+# (eagerness auto, plugins.turn_end): a turn decided well under 700 ms was ended
+# by its words
+ENDED_BY_WORDS_MS = 600
+# the talker sends a guess's speech, made ahead, as soon as the reply's first
+# clause is the guess's; synthesising the clause then would take 100 ms or more
+HELD_SPEECH_MS = 40
+
+
+def mechanisms(turn_type: str, rows: list[dict[str, float]], guesses: Counter[str]) -> None:
+    """How often the overlap the agent relies on happened: the turn ended by
+    its words (semantic_vad), the reply adopted from the guess made at the
+    pause, and its first clause's speech made ahead and sent at once."""
+    timed = [r for r in rows if "server first_clause" in r and "server first_audio" in r]
+    if not timed:
+        return
+    held = sum(r["server first_audio"] - r["server first_clause"] <= HELD_SPEECH_MS
+               for r in timed)
+    parts = [f"guesses adopted {guesses['adopted']} of {len(rows)} turns "
+             f"({guesses['started']} started, warm prefills included)",
+             f"first audio sent at the first clause (speech made ahead) {held}"]
+    if turn_type == "semantic_vad":
+        ended = sum(r.get("server turn_detection", 1e9) < ENDED_BY_WORDS_MS for r in rows)
+        parts.insert(0, f"turns ended by their words (< {ENDED_BY_WORDS_MS} ms) {ended}")
+    print("  " + "; ".join(parts))
 
 
 def report_baseline(rows: list[dict[str, Any]]) -> None:
@@ -306,6 +378,10 @@ def main() -> None:
                         help="fresh gateways per plugin (each gives one first turn)")
     parser.add_argument("--barge-ins", type=int, default=5)
     parser.add_argument("--concurrency", default="1,2,3")
+    parser.add_argument("--turn-detection", default=",".join(TURN_TYPES),
+                        help="the turn detections to measure, in order (comma-separated)")
+    parser.add_argument("--plugins", default="tone,cascade",
+                        help="the plugins to measure, in order (comma-separated)")
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--quick", action="store_true",
                         help="5 turns, 2 barge-ins, 1-2 sessions")
@@ -317,11 +393,16 @@ def main() -> None:
     print(f"bench/voice_latency.py  {time.strftime('%Y-%m-%d %H:%M:%S')}  (2-core machine; "
           f"targets: mouth to ear p50 <= 400 ms, p95 <= 700 ms, barge-in <= 150 ms); "
           f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    turn_types = args.turn_detection.split(",")
+    if unknown := set(turn_types) - set(TURN_TYPES):
+        parser.error(f"--turn-detection: {', '.join(sorted(unknown))} is none of "
+                     f"{', '.join(TURN_TYPES)}")
     spoken = [speech(q) for q in QUESTIONS]
-    for plugin in ("tone", "cascade"):
+    for plugin in args.plugins.split(","):
         questions = spoken if plugin == "cascade" else [tone(1.2)] * len(QUESTIONS)
-        report(plugin, asyncio.run(measure(plugin, turns, barges, levels, questions,
-                                           args.runs)))
+        for turn_type in turn_types:
+            report(plugin, turn_type, asyncio.run(measure(
+                plugin, turn_type, turns, barges, levels, questions, args.runs)))
     if not args.no_baseline:
         report_baseline(sequential_baseline(spoken, turns))
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

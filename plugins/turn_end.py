@@ -50,7 +50,7 @@ class Completeness(enum.Enum):
 
 
 # Words after which an English utterance is almost never over.
-_DANGLING = frozenset("""
+DANGLING = frozenset("""
     and but or nor so because cause if then than that which who whom whose when where while
     although though unless until since as whether
     to of in on at for with from about into onto over under by through between after before
@@ -93,7 +93,7 @@ def completeness(words: str) -> Completeness:
         if last in _NEVER_LAST:
             return Completeness.UNFINISHED
         return Completeness.UNKNOWN if last in _PREPOSITIONS else Completeness.FINISHED
-    if last in _DANGLING:
+    if last in DANGLING:
         return Completeness.UNFINISHED
     if last in _CLOSERS:
         return Completeness.FINISHED

@@ -41,14 +41,36 @@ def split(text: str, step: int = 3, *, early_first: bool = False) -> list[str]:
 
 
 def test_the_first_clause_is_cut_early() -> None:
-    # at most six words, or a comma after two: the user is waiting for these
+    # four words, or a comma after two: the user is waiting for these
     text = "Well, the capital of France is Paris, a city of art and light."
     assert split(text, early_first=True) == [
-        "Well, the capital of France is", " Paris, a city of art and light."]
+        "Well, the capital of France", " is Paris, a city of art and light."]
     assert split("Of course, Paris is lovely in spring, they say.", early_first=True) == [
         "Of course,", " Paris is lovely in spring,", " they say."]
-    assert split("The capital of the French Republic is Paris.", early_first=True) == [
-        "The capital of the French Republic", " is Paris."]
+    assert split("Bees make honey and wax in their hives.", early_first=True) == [
+        "Bees make honey and wax", " in their hives."]
+
+
+@pytest.mark.parametrize(("text", "clauses"), [
+    # the fourth word leaves its phrase open: the next word comes along
+    ("The capital of the French Republic is Paris.",
+     ["The capital of the French", " Republic is Paris."]),
+    ("I think that the rain will stop.", ["I think that the rain", " will stop."]),
+    ("A spider has eight legs and many eyes.", ["A spider has eight legs", " and many eyes."]),
+    ("An hour has 60 minutes in it.", ["An hour has 60 minutes", " in it."]),
+    # only the first clause: later ones are cut at their own length, any word
+    ("Yes. " + "and " * 30, ["Yes.", " " + " ".join(["and"] * 24), " " + " ".join(["and"] * 6)]),
+])
+def test_the_first_clause_ends_on_a_word_that_can_end_a_phrase(
+        text: str, clauses: list[str]) -> None:
+    assert split(text, early_first=True) == clauses
+    assert split(text, step=1, early_first=True) == clauses
+
+
+def test_a_first_clause_of_open_words_is_cut_at_the_longest_clause() -> None:
+    splitter = ClauseSplitter()
+    clauses = splitter.push("the " * 30)
+    assert clauses == [" ".join(["the"] * 24)]
 
 
 @pytest.mark.parametrize(("text", "clauses"), [
