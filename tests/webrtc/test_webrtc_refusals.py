@@ -108,10 +108,18 @@ async def test_an_abandoned_offer_ends_its_session_after_the_ice_timeout(
     answer = await post(gateway, sdp)
     assert answer.status_code == 201, answer.text
     call_id = answer.headers["location"].rsplit("/", 1)[1]
-    line = next(line for line in gateway.output if call_id in line and "sess_" in line)
+
+    # the gateway logs the call's session before it answers, but this process reads
+    # that log on a thread of its own: wait for the line, don't assume it was read
+    async def logged() -> str | None:
+        return next((line for line in gateway.output if call_id in line and "sess_" in line),
+                    None)
+
+    line = await eventually(logged, 30, "the call's session logged")
     sid = re.search(r"sess_[A-Za-z0-9_-]+", line).group(0)  # type: ignore[union-attr]
     r = valkey_of(gateway.data_dir)
-    assert (await meta(r, sid))["state"] == "open"
+    # the session was made (on a busy box its ICE timeout may already have ended it)
+    assert (await meta(r, sid))["state"] in {"open", "closed", "expired"}
 
     async def ended() -> bool:
         return (await meta(r, sid)).get("state") != "open" and await gateway.metric(
