@@ -43,6 +43,7 @@ from engines.stages import (
 from plugins.base import Progress
 from plugins.cascade import bundled
 from plugins.cascade.model_cache import MODEL_NAME as SMOLLM2
+from plugins.cascade.speech_server import number
 from plugins.cascade.thinker import ENGINE_ARGS, LLAMACPP_SAMPLING, SAMPLING
 
 ENGINE_ENV = "DUPLEX_GATEWAY_LLM_ENGINE"
@@ -143,16 +144,11 @@ def _server(env: Mapping[str, str]) -> ModelServer:
 
 
 def _number(env: Mapping[str, str], name: str, default: Any, kind: Any) -> Any:
-    raw = env.get(name)
-    if not raw:
-        return default
+    """The speech servers' check of a model-server number, as the thinker's error."""
     try:
-        value = kind(raw)
-    except ValueError:
-        value = None
-    if value is None or value < (0 if name == MAX_WAITING_ENV else 1e-3):
-        raise LlmConfigError(f"{name}={raw!r}: a positive {kind.__name__}")
-    return value
+        return number(env, name, default, kind, least=0 if name == MAX_WAITING_ENV else None)
+    except ValueError as exc:
+        raise LlmConfigError(str(exc)) from None
 
 
 def _installed(module: str) -> bool:
