@@ -9,7 +9,8 @@ outcome and shows the open stream."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -96,13 +97,25 @@ def heard(pcm24k: np.ndarray) -> str:
     return WhisperAsr().transcribe(resample(pcm24k, 24000, 16000)).lower()
 
 
-async def test_a_clause_past_the_talkers_bounds_fails_its_reply_and_the_next_is_spoken(
-        gateway: GatewayProcess, fresh: FakeServer) -> None:
+@contextlib.asynccontextmanager
+async def two_sessions(gateway: GatewayProcess) -> AsyncIterator[tuple[RealtimeClient,
+                                                                       RealtimeClient]]:
+    """Two sessions, each past its session.created: one to hold the server, one to
+    find it busy."""
     first, second = (await RealtimeClient.connect(gateway.ws),
                      await RealtimeClient.connect(gateway.ws))
     try:
         await first.recv()
         await second.recv()
+        yield first, second
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_a_clause_past_the_talkers_bounds_fails_its_reply_and_the_next_is_spoken(
+        gateway: GatewayProcess, fresh: FakeServer) -> None:
+    async with two_sessions(gateway) as (first, second):
         fresh.control(speech_mode="hold")
         spoken = len(fresh.log()["spoken"])
         await ask(first, "Are you there?")
@@ -121,9 +134,6 @@ async def test_a_clause_past_the_talkers_bounds_fails_its_reply_and_the_next_is_
         back = await done(second)
         assert back["status"] == "completed"
         assert "that is all" in heard(reply_pcm(second.events, back["id"]))
-    finally:
-        await first.close()
-        await second.close()
     assert await gateway.metric("duplex_model_server_completions_total", stage="tts",
                                 outcome="ServerBusy") == 1
     assert await gateway.metric("duplex_model_server_completions_total", stage="tts",
@@ -133,11 +143,7 @@ async def test_a_clause_past_the_talkers_bounds_fails_its_reply_and_the_next_is_
 async def test_a_turn_past_the_listeners_bounds_fails_and_the_next_is_heard(
         gateway: GatewayProcess, fresh: FakeServer, question: np.ndarray) -> None:
     fresh.control(transcript="What is the capital of France?")
-    first, second = (await RealtimeClient.connect(gateway.ws),
-                     await RealtimeClient.connect(gateway.ws))
-    try:
-        await first.recv()
-        await second.recv()
+    async with two_sessions(gateway) as (first, second):
         fresh.control(speech_mode="hold")
         transcribed = len(fresh.log()["transcribed"])
         await first.append(question)
@@ -163,8 +169,5 @@ async def test_a_turn_past_the_listeners_bounds_fails_and_the_next_is_heard(
         assert back["status"] == "completed"
         assert back["output"][0]["content"][0]["transcript"] == \
             "You said: What is the capital of France. That is all."
-    finally:
-        await first.close()
-        await second.close()
     assert await gateway.metric("duplex_model_server_completions_total", stage="asr",
                                 outcome="ServerBusy") == 1
