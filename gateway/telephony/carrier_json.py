@@ -1,5 +1,5 @@
-"""What the JSON carriers (Twilio, Exotel, Telnyx, Plivo) share in reading a
-message, with no I/O.
+"""What the JSON carriers (Twilio, Exotel, Telnyx, Plivo; Vonage's text messages)
+share in reading a message, with no I/O.
 
 Their messages are JSON objects named by ``event``, and their audio is base64 in
 ``media.payload``; an echo of a point in our audio (a ``mark``, Plivo's
@@ -16,7 +16,7 @@ from duplex import commands as c
 from duplex import wire
 from duplex.errors import InvalidRequest
 from gateway.telephony.playback import Playback
-from gateway.transports.codec import QUIET, Frame, Ignore, Inbound
+from gateway.transports.codec import QUIET, Frame, Ignore, Inbound, Keypress, Refuse
 
 
 def read_event(frame: Frame, max_bytes: int) -> tuple[str, dict[str, Any]] | Ignore:
@@ -30,6 +30,30 @@ def read_event(frame: Frame, max_bytes: int) -> tuple[str, dict[str, Any]] | Ign
     if not isinstance(msg, dict) or not isinstance(msg.get("event"), str):
         return Ignore("no_event", "a message without an event name")
     return msg["event"], msg
+
+
+def start_body(msg: dict[str, Any]) -> dict[str, Any] | Refuse:
+    """A ``start`` message's ``start`` object (the call, the stream, the format)."""
+    body = msg.get("start")
+    if not isinstance(body, dict):
+        return Refuse("start without a start object")
+    return body
+
+
+def stream_ids(stream_id: object, call_id: object, names: str) -> tuple[str, str] | Refuse:
+    """A start's stream and call ids, or the refusal of a start that lacks them
+    (``names``: the carrier's own for the two, as the refusal says them)."""
+    if not isinstance(stream_id, str) or not isinstance(call_id, str) or not call_id:
+        return Refuse(f"start without {names}")
+    return stream_id, call_id
+
+
+def unsupported_format(media_format: object) -> Refuse:
+    return Refuse(f"unsupported media format {media_format!r:.80}")
+
+
+def unknown_event(event: str) -> Ignore:
+    return Ignore("unknown_event", f"unknown event {event[:40]!r}")
 
 
 def body_of(event: str, msg: dict[str, Any]) -> dict[str, Any] | Ignore:
@@ -47,16 +71,25 @@ def inbound_payload(body: dict[str, Any]) -> bytes | Ignore:
         return Ignore("media_type", "media whose track/payload is not a string")
     if track not in ("inbound", "inbound_track"):
         return QUIET  # our own audio echoed back (both tracks streamed)
+    return media_payload(body)
+
+
+def media_payload(body: dict[str, Any]) -> bytes | Ignore:
+    """A ``media`` body's audio, decoded, whatever its track."""
+    payload = body.get("payload")
+    if not isinstance(payload, str):
+        return Ignore("media_type", "media whose payload is not a string")
     try:
         return c.decode_base64_audio(payload)
     except InvalidRequest:
         return Ignore("bad_base64", "media with bad base64")
 
 
-def keypress_digit(body: dict[str, Any]) -> str | Ignore:
+def keypress(body: dict[str, Any]) -> Keypress | Ignore:
+    """A ``dtmf`` body's key (Vonage: its ``websocket:dtmf`` message)."""
     digit = body.get("digit")
     if isinstance(digit, str) and digit:
-        return digit[:1]
+        return Keypress(digit[:1])
     return Ignore("dtmf_type", "dtmf whose digit is not a string")
 
 

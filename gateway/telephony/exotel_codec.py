@@ -18,26 +18,19 @@ marks say was heard (``telephony.playback``).
 from __future__ import annotations
 
 import base64
-import json
 from typing import Any
 
-from duplex import commands as c
 from duplex.config import AudioFormat
-from duplex.errors import InvalidRequest
-from gateway.telephony.carrier_json import body_of, keypress_digit, played, read_event
-from gateway.telephony.chunking import Chunk, ChunkedRender, Chunker, Playout
-from gateway.transports.codec import (
-    QUIET,
-    Frame,
-    Hangup,
-    Hello,
-    Ignore,
-    Inbound,
-    Keypress,
-    Refuse,
-    Rendered,
-    StreamStart,
+from gateway.telephony.carrier_json import (
+    media_payload,
+    start_body,
+    stream_ids,
+    unsupported_format,
 )
+from gateway.telephony.chunking import Chunk, ChunkedRender, Chunker, Playout
+from gateway.telephony.media_stream import MediaStreamParse
+from gateway.telephony.playback import Playback
+from gateway.transports.codec import Ignore, Refuse, Rendered, StreamStart
 
 CHUNK_STEP = 320  # Exotel's chunk sizes, as it states them: a multiple of 320 bytes
 LEAST_CHUNK = 3200  # and at least 3.2 KB (it calls that 100 ms; at 8 kHz it is 200)
@@ -58,90 +51,54 @@ def stream_format(media_format: object) -> AudioFormat | None:
     return LINEAR.get(rate)
 
 
-class ExotelCodec(ChunkedRender):
+class ExotelCodec(MediaStreamParse, ChunkedRender):
     answers_late = False  # Exotel sends no commands that a refusal would answer
+    stream_field, other_stream, stop_reason = "stream_sid", "stream_sid", "exotel_stop"
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
-        self.stream_sid: str | None = None  # once started
-        self.call_sid = "(before start)"
+        self.stream_id: str | None = None  # the stream sid, once started
+        self.call_id = "(before start)"  # the call sid
         self.playout: Playout | None = None  # once the start says the format
 
     # -- in --------------------------------------------------------------------------
 
-    def parse(self, frame: Frame) -> Inbound:
-        read = read_event(frame, self.max_bytes)
-        if isinstance(read, Ignore):
-            return read
-        event, msg = read
-        if self.stream_sid is None:
-            if event == "connected":
-                return Hello()
-            return self._start(msg) if event == "start" else QUIET
-        if event == "stop":  # whichever stream it names: the call is over
-            return Hangup("exotel_stop")
-        return self._started(event, msg)
-
     def _start(self, msg: dict[str, Any]) -> StreamStart | Refuse:
-        body = msg.get("start")
-        if not isinstance(body, dict):
-            return Refuse("start without a start object")
-        stream_sid = msg.get("stream_sid") or body.get("stream_sid")
-        call_sid = body.get("call_sid")
-        if not isinstance(stream_sid, str) or not isinstance(call_sid, str) or not call_sid:
-            return Refuse("start without stream_sid/call_sid")
+        body = start_body(msg)
+        if isinstance(body, Refuse):
+            return body
+        ids = stream_ids(msg.get("stream_sid") or body.get("stream_sid"), body.get("call_sid"),
+                         "stream_sid/call_sid")
+        if isinstance(ids, Refuse):
+            return ids
         fmt = stream_format(body.get("media_format"))
         if fmt is None:
-            return Refuse(f"unsupported media format {body.get('media_format')!r:.80}")
+            return unsupported_format(body.get("media_format"))
         params = body.get("custom_parameters") or {}
-        self.stream_sid, self.call_sid = stream_sid, call_sid
+        stream_id, call_id = self.stream_id, self.call_id = ids
         per_ms = fmt.rate * fmt.bytes_per_sample / 1000
         silence = b"\xff" if fmt is AudioFormat.PCMU else b"\x00"
         self.playout = Playout(Chunker(CHUNK_STEP, LEAST_CHUNK, silence), per_ms)
-        return StreamStart(stream_sid, call_sid, params if isinstance(params, dict) else {},
+        return StreamStart(stream_id, call_id, params if isinstance(params, dict) else {},
                            fmt.value)
 
-    def _started(self, event: str, msg: dict[str, Any]) -> Inbound:
-        if msg.get("stream_sid") != self.stream_sid:
-            return Ignore("stream_sid", f"{event[:40]!r} for another stream")
-        if event in ("connected", "start"):
-            return QUIET  # said again: nothing new
-        body = body_of(event, msg)
-        if isinstance(body, Ignore):
-            return body
-        match event:
-            case "media":
-                payload = body.get("payload")
-                if not isinstance(payload, str):
-                    return Ignore("media_type", "media whose payload is not a string")
-                try:
-                    return c.AppendAudio(None, c.decode_base64_audio(payload))
-                except InvalidRequest:
-                    return Ignore("bad_base64", "media with bad base64")
-            case "mark":
-                assert self.playout is not None  # started
-                return played("mark", body.get("name"), self.playout.playback)
-            case "dtmf":
-                digit = keypress_digit(body)
-                return digit if isinstance(digit, Ignore) else Keypress(digit)
-            case other:
-                return Ignore("unknown_event", f"unknown event {other[:40]!r}")
+    def _playback(self) -> Playback:
+        assert self.playout is not None  # started
+        return self.playout.playback
+
+    def _audio_in(self, body: dict[str, Any]) -> bytes | Ignore:
+        return media_payload(body)  # Exotel's media is the caller's: it names no track
 
     # -- out -------------------------------------------------------------------------
 
-    def _call(self) -> str:
-        return self.call_sid
-
     def _chunk_out(self, chunk: Chunk) -> Rendered:
         payload = base64.b64encode(chunk.audio).decode()
-        return Rendered((self._message({"event": "media", "media": {"payload": payload}}),
-                         self._message({"event": "mark", "mark": {"name": chunk.point}})))
+        return Rendered((
+            self._stream_message({"event": "media", "media": {"payload": payload}}),
+            self._stream_message({"event": "mark", "mark": {"name": chunk.point}})))
 
     def _clear(self) -> str:
-        return self._message({"event": "clear"})
-
-    def _message(self, message: dict[str, Any]) -> str:
-        return json.dumps({**message, "stream_sid": self.stream_sid})
+        return self._stream_message({"event": "clear"})
 
     def ends_session(self, close_code: int) -> str | None:
         """A dropped media socket detaches the call's session: a second stream of

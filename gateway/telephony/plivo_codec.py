@@ -33,9 +33,13 @@ from gateway.telephony.carrier_json import (
     base64_len,
     body_of,
     inbound_payload,
-    keypress_digit,
+    keypress,
     played,
     read_event,
+    start_body,
+    stream_ids,
+    unknown_event,
+    unsupported_format,
 )
 from gateway.telephony.playback import Playback
 from gateway.telephony.server_events import CarrierRender
@@ -45,7 +49,6 @@ from gateway.transports.codec import (
     Frame,
     Ignore,
     Inbound,
-    Keypress,
     Refuse,
     Rendered,
     StreamStart,
@@ -112,17 +115,17 @@ class PlivoCodec(CarrierRender):
         return self._started(event, msg)
 
     def _start(self, msg: dict[str, Any]) -> StreamStart | Refuse:
-        body = msg.get("start")
-        if not isinstance(body, dict):
-            return Refuse("start without a start object")
-        stream_id, call_id = body.get("streamId"), body.get("callId")
-        if not isinstance(stream_id, str) or not isinstance(call_id, str) or not call_id:
-            return Refuse("start without streamId/callId")
+        body = start_body(msg)
+        if isinstance(body, Refuse):
+            return body
+        ids = stream_ids(body.get("streamId"), body.get("callId"), "streamId/callId")
+        if isinstance(ids, Refuse):
+            return ids
         fmt = body.get("mediaFormat") or {}
         if (not isinstance(fmt, dict) or fmt.get("encoding") != CONTENT_TYPE
                 or str(fmt.get("sampleRate")) != str(SAMPLE_RATE)):
-            return Refuse(f"unsupported media format {fmt!r:.80}")
-        self.stream_id, self.call_id = stream_id, call_id
+            return unsupported_format(fmt)
+        stream_id, call_id = self.stream_id, self.call_id = ids
         return StreamStart(stream_id, call_id,
                            stream_parameters(msg.get("extra_headers"), self.instructions),
                            "audio/pcmu")
@@ -138,12 +141,11 @@ class PlivoCodec(CarrierRender):
                 if isinstance(body, Ignore):
                     return body
                 if event == "dtmf":
-                    digit = keypress_digit(body)
-                    return digit if isinstance(digit, Ignore) else Keypress(digit)
+                    return keypress(body)
                 audio = inbound_payload(body)
                 return audio if isinstance(audio, Ignore) else c.AppendAudio(None, audio)
             case other:
-                return Ignore("unknown_event", f"unknown event {other[:40]!r}")
+                return unknown_event(other)
 
     # -- out -------------------------------------------------------------------------
 

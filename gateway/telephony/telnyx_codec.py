@@ -27,32 +27,19 @@ from typing import Any
 
 import numpy as np
 
-from duplex import commands as c
 from gateway.audio import StreamResampler
 from gateway.telephony.carrier_json import (
     audio_delta,
     base64_len,
-    body_of,
     inbound_payload,
-    keypress_digit,
-    played,
-    read_event,
+    start_body,
+    stream_ids,
+    unsupported_format,
 )
+from gateway.telephony.media_stream import MediaStreamParse
 from gateway.telephony.playback import Playback
 from gateway.telephony.server_events import CarrierRender
-from gateway.transports.codec import (
-    NOTHING,
-    QUIET,
-    Frame,
-    Hangup,
-    Hello,
-    Ignore,
-    Inbound,
-    Keypress,
-    Refuse,
-    Rendered,
-    StreamStart,
-)
+from gateway.transports.codec import NOTHING, Ignore, Inbound, Refuse, Rendered, StreamStart
 
 SESSION_PCM_RATE = 24000  # the session's audio/pcm
 # Telnyx's encoding names → the session's format, where the session speaks it as is
@@ -77,8 +64,9 @@ class Linear16:
         return self._out.process(pcm).astype(">i2").tobytes()
 
 
-class TelnyxCodec(CarrierRender):
+class TelnyxCodec(MediaStreamParse, CarrierRender):
     answers_late = False  # Telnyx sends no commands that a refusal would answer
+    stream_field, other_stream, stop_reason = "stream_id", "stream_id", "telnyx_stop"
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
@@ -89,37 +77,22 @@ class TelnyxCodec(CarrierRender):
 
     # -- in --------------------------------------------------------------------------
 
-    def parse(self, frame: Frame) -> Inbound:
-        read = read_event(frame, self.max_bytes)
-        if isinstance(read, Ignore):
-            return read
-        event, msg = read
-        if self.stream_id is None:
-            if event == "connected":
-                return Hello()
-            return self._start(msg) if event == "start" else QUIET
-        if event == "stop":  # whichever stream it names: the call is over
-            return Hangup("telnyx_stop")
-        if msg.get("stream_id") != self.stream_id:
-            return Ignore("stream_id", f"{event[:40]!r} for another stream")
-        return self._started(event, msg)
-
     def _start(self, msg: dict[str, Any]) -> StreamStart | Refuse:
-        body = msg.get("start")
-        if not isinstance(body, dict):
-            return Refuse("start without a start object")
-        stream_id = msg.get("stream_id")
+        body = start_body(msg)
+        if isinstance(body, Refuse):
+            return body
         params = body.get("custom_parameters") or {}
         params = params if isinstance(params, dict) else {}
         # our TeXML names the call it answered: TeXML's CallSid is not documented
         # as the same string as the stream's call_control_id
-        call_id = params.get("call") or body.get("call_control_id")
-        if not isinstance(stream_id, str) or not isinstance(call_id, str) or not call_id:
-            return Refuse("start without stream_id/call_control_id")
+        ids = stream_ids(msg.get("stream_id"), params.get("call") or body.get("call_control_id"),
+                         "stream_id/call_control_id")
+        if isinstance(ids, Refuse):
+            return ids
         audio_format = self._format(body.get("media_format"))
         if audio_format is None:
-            return Refuse(f"unsupported media format {body.get('media_format')!r:.80}")
-        self.stream_id, self.call_id = stream_id, call_id
+            return unsupported_format(body.get("media_format"))
+        stream_id, call_id = self.stream_id, self.call_id = ids
         return StreamStart(stream_id, call_id, params, audio_format)
 
     def _format(self, fmt: object) -> str | None:
@@ -137,36 +110,23 @@ class TelnyxCodec(CarrierRender):
         return None
 
     def _started(self, event: str, msg: dict[str, Any]) -> Inbound:
-        if event in ("connected", "start"):
-            return QUIET
         if event == "error":
             return Ignore("telnyx_error", f"Telnyx error {str(msg.get('payload'))[:200]}")
-        body = body_of(event, msg)
-        if isinstance(body, Ignore):
-            return body
-        match event:
-            case "media":
-                audio = inbound_payload(body)
-                if isinstance(audio, Ignore):
-                    return audio
-                if self.linear is not None:
-                    audio = self.linear.to_session(audio)
-                return c.AppendAudio(None, audio)
-            case "mark":
-                return played("mark", body.get("name"), self.playback)
-            case "dtmf":
-                digit = keypress_digit(body)
-                return digit if isinstance(digit, Ignore) else Keypress(digit)
-            case other:
-                return Ignore("unknown_event", f"unknown event {other[:40]!r}")
+        return super()._started(event, msg)
+
+    def _playback(self) -> Playback:
+        return self.playback
+
+    def _audio_in(self, body: dict[str, Any]) -> bytes | Ignore:
+        audio = inbound_payload(body)
+        if isinstance(audio, Ignore) or self.linear is None:
+            return audio
+        return self.linear.to_session(audio)
 
     # -- out -------------------------------------------------------------------------
 
     def _streaming(self) -> bool:
         return self.stream_id is not None
-
-    def _call(self) -> str:
-        return self.call_id
 
     def _audio(self, ev: dict[str, Any]) -> Rendered:
         delta = audio_delta(ev)

@@ -21,43 +21,30 @@ import json
 import re
 from typing import Any
 
-from duplex import commands as c
 from gateway.telephony.carrier_json import (
     base64_len,
-    body_of,
-    inbound_payload,
-    keypress_digit,
-    played,
-    read_event,
+    start_body,
+    stream_ids,
+    unsupported_format,
 )
+from gateway.telephony.media_stream import MediaStreamParse
 from gateway.telephony.playback import Playback
 from gateway.telephony.server_events import CarrierRender
-from gateway.transports.codec import (
-    NOTHING,
-    QUIET,
-    Frame,
-    Hangup,
-    Hello,
-    Ignore,
-    Inbound,
-    Keypress,
-    Refuse,
-    Rendered,
-    StreamStart,
-)
+from gateway.transports.codec import NOTHING, Refuse, Rendered, StreamStart
 
 MULAW_BYTES_PER_MS = 8  # 8 kHz, one byte a sample
 AUDIO_FORMAT = "audio/pcmu"
 _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")  # needs no JSON escaping
 
 
-class TwilioCodec(CarrierRender):
+class TwilioCodec(MediaStreamParse, CarrierRender):
     answers_late = False  # Twilio sends no commands that a refusal would answer
+    stream_field, other_stream, stop_reason = "streamSid", "stream_sid", "twilio_stop"
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
-        self.stream_sid: str | None = None  # once started
-        self.call_sid = "(before start)"
+        self.stream_id: str | None = None  # the stream sid, once started
+        self.call_id = "(before start)"  # the call sid
         self.playback = Playback(MULAW_BYTES_PER_MS)
         self._sid_tail = ""  # '"}, "streamSid": "MZ…"}': what ends a media message
         self._mark_head = ""  # '{"event": "mark", "mark": {"name": "resp_…' of the reply
@@ -65,69 +52,31 @@ class TwilioCodec(CarrierRender):
 
     # -- in --------------------------------------------------------------------------
 
-    def parse(self, frame: Frame) -> Inbound:
-        read = read_event(frame, self.max_bytes)
-        if isinstance(read, Ignore):
-            return read
-        event, msg = read
-        if self.stream_sid is None:
-            return self._before_start(event, msg)
-        if event == "stop":  # whichever stream it names: the call is over
-            return Hangup("twilio_stop")
-        return self._started(event, msg)
-
-    def _before_start(self, event: str, msg: dict[str, Any]) -> Inbound:
-        if event == "connected":
-            return Hello()
-        if event != "start":
-            return QUIET  # nothing is ours before the start
-        return self._start(msg)
-
     def _start(self, msg: dict[str, Any]) -> StreamStart | Refuse:
-        body = msg.get("start")
-        if not isinstance(body, dict):
-            return Refuse("start without a start object")
-        stream_sid = msg.get("streamSid") or body.get("streamSid")
-        call_sid = body.get("callSid")
-        if not isinstance(stream_sid, str) or not isinstance(call_sid, str) or not call_sid:
-            return Refuse("start without streamSid/callSid")
+        body = start_body(msg)
+        if isinstance(body, Refuse):
+            return body
+        ids = stream_ids(msg.get("streamSid") or body.get("streamSid"), body.get("callSid"),
+                         "streamSid/callSid")
+        if isinstance(ids, Refuse):
+            return ids
         fmt = body.get("mediaFormat") or {}
         if (not isinstance(fmt, dict) or fmt.get("encoding") != "audio/x-mulaw"
                 or str(fmt.get("sampleRate")) != "8000"):
-            return Refuse(f"unsupported media format {fmt!r:.80}")
+            return unsupported_format(fmt)
         params = body.get("customParameters") or {}
-        self.stream_sid, self.call_sid = stream_sid, call_sid
-        self._sid_tail = '"}, "streamSid": ' + json.dumps(stream_sid) + "}"
-        return StreamStart(stream_sid, call_sid, params if isinstance(params, dict) else {},
+        stream_id, call_id = self.stream_id, self.call_id = ids
+        self._sid_tail = '"}, "streamSid": ' + json.dumps(stream_id) + "}"
+        return StreamStart(stream_id, call_id, params if isinstance(params, dict) else {},
                            AUDIO_FORMAT)
 
-    def _started(self, event: str, msg: dict[str, Any]) -> Inbound:
-        if msg.get("streamSid") != self.stream_sid:
-            return Ignore("stream_sid", f"{event[:40]!r} for another stream")
-        if event in ("connected", "start"):
-            return QUIET  # said again: nothing new
-        body = body_of(event, msg)
-        if isinstance(body, Ignore):
-            return body
-        match event:
-            case "media":
-                audio = inbound_payload(body)
-                return audio if isinstance(audio, Ignore) else c.AppendAudio(None, audio)
-            case "mark":
-                return played("mark", body.get("name"), self.playback)
-            case "dtmf":
-                digit = keypress_digit(body)
-                return digit if isinstance(digit, Ignore) else Keypress(digit)
-            case other:
-                return Ignore("unknown_event", f"unknown event {other[:40]!r}")
+    def _playback(self) -> Playback:
+        return self.playback
 
     # -- out -------------------------------------------------------------------------
 
     def _streaming(self) -> bool:
-        return self.stream_sid is not None
-
-    def _call(self) -> str:
-        return self.call_sid
+        return self.stream_id is not None
 
     def _audio(self, ev: dict[str, Any]) -> Rendered:
         payload = ev.get("delta") or ""
@@ -139,7 +88,7 @@ class TwilioCodec(CarrierRender):
 
     def _media_out(self, payload: str) -> str:
         if _BASE64.fullmatch(payload) is None:
-            return self._message({"event": "media", "media": {"payload": payload}})
+            return self._stream_message({"event": "media", "media": {"payload": payload}})
         return '{"event": "media", "media": {"payload": "' + payload + self._sid_tail
 
     def _mark(self, rid: str, name: str) -> str:
@@ -150,10 +99,7 @@ class TwilioCodec(CarrierRender):
 
     def _barge_in(self) -> Rendered:
         return self._cleared(self.playback.barge_in(), self.playback.reply,
-                             self._message({"event": "clear"}))
-
-    def _message(self, message: dict[str, Any]) -> str:
-        return json.dumps({**message, "streamSid": self.stream_sid})
+                             self._stream_message({"event": "clear"}))
 
     def ends_session(self, close_code: int) -> str | None:
         """A dropped media socket detaches the call's session, whatever its code:

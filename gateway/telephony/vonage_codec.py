@@ -26,17 +26,15 @@ import json
 from typing import Any
 
 from duplex import commands as c
-from duplex import wire
 from duplex.close_codes import CloseCode
 from duplex.config import AudioFormat
-from duplex.errors import InvalidRequest
+from gateway.telephony.carrier_json import keypress, read_event, unknown_event
 from gateway.telephony.chunking import Chunk, ChunkedRender, Chunker, Playout
 from gateway.transports.codec import (
     QUIET,
     Frame,
     Ignore,
     Inbound,
-    Keypress,
     Refuse,
     Rendered,
     StreamStart,
@@ -66,27 +64,21 @@ class VonageCodec(ChunkedRender):
             if len(frame) % 2:
                 return Ignore("odd_audio", f"audio of {len(frame)} bytes, an odd count")
             return c.AppendAudio(None, frame)
-        try:
-            msg = wire.decode_json(frame, max_bytes=self.max_bytes)
-        except InvalidRequest as exc:
-            return Ignore(exc.code, f"a message that is not usable JSON ({exc.code})")
-        if not isinstance(msg, dict) or not isinstance(msg.get("event"), str):
-            return Ignore("no_event", "a message without an event name")
-        event: str = msg["event"]
+        read = read_event(frame, self.max_bytes)
+        if isinstance(read, Ignore):
+            return read
+        event, msg = read
         if self.call_id is None:
             return self._start(msg) if event == "websocket:connected" else QUIET
         match event:
             case "websocket:dtmf":
-                digit = msg.get("digit")
-                if isinstance(digit, str) and digit:
-                    return Keypress(digit[:1])
-                return Ignore("dtmf_type", "dtmf whose digit is not a string")
+                return keypress(msg)
             case "websocket:notify":
                 return self._notify(msg.get("payload"))
             case "websocket:cleared" | "websocket:connected":
                 return QUIET
             case other:
-                return Ignore("unknown_event", f"unknown event {other[:40]!r}")
+                return unknown_event(other)
 
     def _start(self, msg: dict[str, Any]) -> StreamStart | Refuse:
         call_id = msg.get(CALL_HEADER)
