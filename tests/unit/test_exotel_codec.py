@@ -8,6 +8,16 @@ import base64
 import json
 from typing import Any
 
+from carrier_codec_checks import (
+    LIMIT,
+    SPEECH_STARTED,
+    check_barge_in,
+    check_parses,
+    media_payloads,
+    message_bodies,
+    rendered_each,
+    reply_delta,
+)
 from codec_strategies import json_values, reply_events
 from hostile import strategy
 from hypothesis import HealthCheck, given, settings
@@ -16,21 +26,11 @@ from hypothesis import strategies as st
 from duplex import commands as c
 from duplex.config import AudioFormat
 from gateway.outbound import Outbound
-from gateway.session.attachment import dumps, outbound
+from gateway.session.attachment import outbound
 from gateway.telephony.chunking import Chunker
 from gateway.telephony.exotel_codec import ExotelCodec, stream_format
-from gateway.transports.codec import (
-    QUIET,
-    Control,
-    Hangup,
-    Keypress,
-    Played,
-    Refuse,
-    Report,
-    StreamStart,
-)
+from gateway.transports.codec import Inbound, Refuse, StreamStart
 
-LIMIT = 64 * 1024
 SID, CALL = "stream-1", "call-1"
 START = {"event": "start", "sequence_number": "1", "stream_sid": SID, "start": {
     "stream_sid": SID, "call_sid": CALL, "custom_parameters": {"instructions": "words=3"},
@@ -42,11 +42,9 @@ EVENTS = ["connected", "start", "media", "mark", "dtmf", "stop", "clear", "frobn
 def exotel_messages(draw: st.DrawFn) -> str:
     """Messages shaped like Exotel's, each part possibly wrong."""
     event = draw(st.sampled_from(EVENTS) | st.text(max_size=10))
-    body: Any = draw(st.fixed_dictionaries({}, optional={
-        "payload": st.binary(max_size=64).map(lambda b: base64.b64encode(b).decode())
-        | json_values,
-        "name": st.text(max_size=30) | json_values, "digit": st.text(max_size=3) | json_values,
-        "call_sid": json_values, "media_format": json_values}) | json_values)
+    body = draw(message_bodies(
+        payload=media_payloads, name=st.text(max_size=30) | json_values,
+        digit=st.text(max_size=3) | json_values, call_sid=json_values, media_format=json_values))
     return json.dumps({"event": event, event: body,
                        "stream_sid": draw(st.sampled_from([SID, "other"]) | json_values)})
 
@@ -62,15 +60,7 @@ def started() -> ExotelCodec:
                 max_size=8), st.booleans())
 def test_nothing_exotel_sends_raises_or_ends_the_call_but_stop(
         frames: list[str | bytes], start: bool) -> None:
-    codec = started() if start else ExotelCodec(LIMIT)
-    for frame in frames:
-        parsed = codec.parse(frame)
-        assert isinstance(parsed, c.AppendAudio | Control), parsed
-        assert not isinstance(parsed, Report)  # Exotel has no error to hear
-        if isinstance(parsed, Hangup):
-            assert start and json.loads(frame)["event"] == "stop"
-        if isinstance(parsed, c.AppendAudio | Keypress):
-            assert start  # nothing is the session's before the start
+    check_parses(started() if start else ExotelCodec(LIMIT), frames, start, "stop")
 
 
 def test_no_close_ends_the_call_only_stop_does() -> None:
@@ -89,9 +79,7 @@ def server_events() -> st.SearchStrategy[dict[str, Any]]:
 @given(st.lists(st.tuples(server_events(), st.booleans()), max_size=12))
 def test_any_event_sequence_renders_exotel_s_messages_in_its_sizes(
         events: list[tuple[dict[str, Any], bool]]) -> None:
-    codec = started()
-    for event, replayed in events:
-        rendered = codec.render(Outbound(dumps(event)) if replayed else outbound(event))
+    for _, rendered in rendered_each(started(), events):
         for frame in rendered.frames:
             assert isinstance(frame, str)
             message = json.loads(frame)
@@ -106,12 +94,7 @@ def test_any_event_sequence_renders_exotel_s_messages_in_its_sizes(
 
 
 def _delta(rid: str, nbytes: int) -> Outbound:
-    return outbound({"type": "response.output_audio.delta", "response_id": rid,
-                     "item_id": f"item_{rid}", "delta": base64.b64encode(b"\x01" * nbytes)
-                     .decode()})
-
-
-speech_started = outbound({"type": "input_audio_buffer.speech_started"})
+    return reply_delta(rid, nbytes, b"\x01")  # not silence: the padding is told apart
 
 
 @settings(deadline=None)  # a busy box is slow, never wrong
@@ -123,18 +106,17 @@ def test_a_barge_in_truncates_at_the_last_mark_echoed_before_the_clear(
     marks = [json.loads(codec.render(_delta("resp_a", n)).frames[1])["mark"]["name"]
              for n in chunks]
     heard = data.draw(st.integers(0, len(chunks)))
-    for i, name in enumerate(marks[:heard]):  # the first: the reply's playback mark
-        assert codec.parse(json.dumps({"event": "mark", "stream_sid": SID, "mark": {
-            "name": name}})) == (QUIET if i else Played("resp_a"))
-    rendered = codec.render(speech_started)
-    if heard == len(chunks):  # all of it played: nothing to clear
-        assert rendered.frames == () and rendered.answer is None
+
+    def echo(name: str) -> Inbound:
+        return codec.parse(json.dumps({"event": "mark", "stream_sid": SID, "mark": {
+            "name": name}}))
+
+    # 16-bit at 8 kHz: 16 bytes a ms
+    if check_barge_in(codec, marks, chunks, heard, echo, 16).answer is None:  # all played
         return
-    heard_ms = sum(chunks[:heard]) / 16  # 16-bit at 8 kHz: 16 bytes a ms
-    assert rendered.answer == c.TruncateItem(None, "item_resp_a", 0, int(heard_ms))
     for name in marks[heard:]:  # Exotel echoes the pending marks on clear: not heard
-        codec.parse(json.dumps({"event": "mark", "stream_sid": SID, "mark": {"name": name}}))
-    assert codec.render(speech_started).answer is None  # cleared once
+        echo(name)
+    assert codec.render(SPEECH_STARTED).answer is None  # cleared once
 
 
 def test_short_deltas_wait_and_the_reply_s_tail_is_padded() -> None:

@@ -4,34 +4,35 @@ barge-in; the stream token survives ``extraHeaders``' alphabet."""
 
 from __future__ import annotations
 
-import base64
 import json
 from typing import Any
 
+from carrier_codec_checks import (
+    LIMIT,
+    check_barge_in,
+    check_parses,
+    media_payloads,
+    message_bodies,
+    rendered_each,
+    reply_delta,
+)
 from codec_strategies import json_values, server_events
 from hostile import strategy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from duplex import commands as c
-from gateway.outbound import Outbound
-from gateway.session.attachment import dumps, outbound
 from gateway.telephony.plivo import plivo_signature, signature_base, signature_ok
 from gateway.telephony.plivo_codec import PlivoCodec, extra_headers, stream_parameters
 from gateway.telephony.tokens import mint_stream_token, stream_token_ok
 from gateway.transports.codec import (
     QUIET,
-    Control,
-    Hangup,
     Ignore,
     Keypress,
-    Played,
     Refuse,
-    Report,
     StreamStart,
 )
 
-LIMIT = 64 * 1024
 SID = "87654321-4321-4321-4321-cba987654321"
 CALL = "12345678-1234-1234-1234-123456789abc"
 START = {"event": "start", "sequenceNumber": 1, "start": {
@@ -45,11 +46,9 @@ EVENTS = ["start", "media", "dtmf", "playedStream", "clearedAudio", "stop", "x"]
 def plivo_messages(draw: st.DrawFn) -> str:
     """Messages shaped like Plivo's, each part possibly wrong."""
     event = draw(st.sampled_from(EVENTS) | st.text(max_size=10))
-    body: Any = draw(st.fixed_dictionaries({}, optional={
-        "track": st.sampled_from(["inbound", "outbound"]) | json_values,
-        "payload": st.binary(max_size=64).map(lambda b: base64.b64encode(b).decode())
-        | json_values,
-        "digit": st.text(max_size=3) | json_values}) | json_values)
+    body = draw(message_bodies(
+        track=st.sampled_from(["inbound", "outbound"]) | json_values, payload=media_payloads,
+        digit=st.text(max_size=3) | json_values))
     message = {"event": event, event: body, "sequenceNumber": 2,
                "name": draw(st.text(max_size=30) | json_values)}
     if draw(st.booleans()):
@@ -70,13 +69,7 @@ FRAMES = st.one_of(st.text(), st.binary(max_size=64), strategy(), plivo_messages
 @given(st.lists(FRAMES, max_size=8), st.booleans())
 def test_no_message_plivo_sends_raises_or_ends_the_call(
         frames: list[str | bytes], start: bool) -> None:
-    codec = started() if start else PlivoCodec(LIMIT)
-    for frame in frames:
-        parsed = codec.parse(frame)
-        assert isinstance(parsed, c.AppendAudio | Control), parsed
-        assert not isinstance(parsed, Report | Hangup)
-        if isinstance(parsed, c.AppendAudio | Keypress):
-            assert start
+    check_parses(started() if start else PlivoCodec(LIMIT), frames, start, None)
 
 
 def test_only_a_normal_close_is_the_hang_up() -> None:
@@ -129,9 +122,7 @@ def test_media_dtmf_and_acks_once_started() -> None:
 @given(st.lists(st.tuples(server_events(), st.booleans()), max_size=12))
 def test_any_event_sequence_renders_to_plivo_messages(
         events: list[tuple[dict[str, Any], bool]]) -> None:
-    codec = started()
-    for event, replayed in events:
-        rendered = codec.render(Outbound(dumps(event)) if replayed else outbound(event))
+    for _, rendered in rendered_each(started(), events):
         for frame in rendered.frames:
             assert isinstance(frame, str)
             assert json.loads(frame)["event"] in ("playAudio", "checkpoint", "clearAudio")
@@ -140,31 +131,18 @@ def test_any_event_sequence_renders_to_plivo_messages(
             assert rendered.frames == (json.dumps({"event": "clearAudio", "streamId": SID}),)
 
 
-def _delta(rid: str, nbytes: int) -> Outbound:
-    return outbound({"type": "response.output_audio.delta", "response_id": rid,
-                     "item_id": f"item_{rid}", "delta": base64.b64encode(b"\xff" * nbytes)
-                     .decode()})
-
-
 @settings(deadline=None)  # a busy box is slow, never wrong
 @given(st.lists(st.integers(1, 4000), min_size=1, max_size=10), st.data())
 def test_a_barge_in_truncates_at_the_last_checkpoint_played(
         chunks: list[int], data: st.DataObject) -> None:
     codec = started()
-    rendered = [codec.render(_delta("resp_a", n)).frames for n in chunks]
+    rendered = [codec.render(reply_delta("resp_a", n)).frames for n in chunks]
     play = json.loads(rendered[0][0])
     assert play["media"]["contentType"] == "audio/x-mulaw" and play["media"]["sampleRate"] == 8000
+    checkpoints = [json.loads(frames[1])["name"] for frames in rendered]
     heard = data.draw(st.integers(0, len(chunks)))
-    for i, frames in enumerate(rendered[:heard]):
-        name = json.loads(frames[1])["name"]
-        played = {"event": "playedStream", "streamId": SID, "name": name}
-        # the reply's first checkpoint played is its playback mark
-        assert codec.parse(json.dumps(played)) == (QUIET if i else Played("resp_a"))
-    answer = codec.render(outbound({"type": "input_audio_buffer.speech_started"})).answer
-    if heard == len(chunks):
-        assert answer is None
-    else:
-        assert answer == c.TruncateItem(None, "item_resp_a", 0, int(sum(chunks[:heard]) / 8))
+    check_barge_in(codec, checkpoints, chunks, heard, lambda name: codec.parse(json.dumps(
+        {"event": "playedStream", "streamId": SID, "name": name})), 8)  # μ-law: 8 bytes a ms
 
 
 # -- signature V3 ----------------------------------------------------------------------

@@ -10,6 +10,16 @@ from typing import Any
 
 import numpy as np
 import pytest
+from carrier_codec_checks import (
+    LIMIT,
+    SPEECH_STARTED,
+    check_barge_in,
+    check_parses,
+    media_payloads,
+    message_bodies,
+    rendered_each,
+    reply_delta,
+)
 from codec_strategies import json_values, server_events
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
@@ -18,25 +28,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from duplex import commands as c
-from gateway.outbound import Outbound
-from gateway.session.attachment import dumps, outbound
+from gateway.session.attachment import outbound
 from gateway.telephony.telnyx_codec import TelnyxCodec
 from gateway.telephony.telnyx_signature import TOLERANCE_S, public_key, signature_ok
 from gateway.transports.codec import (
     QUIET,
-    Control,
     Hangup,
     Hello,
     Ignore,
     Inbound,
     Keypress,
-    Played,
     Refuse,
-    Report,
     StreamStart,
 )
 
-LIMIT = 64 * 1024
 SID = "32DE0DEA-53CB-4B21-89A4-9E1819C043BC"
 CALL = "v3:T02llQxIyaRkhfRKxgAP8nY511EhFLizdvdUKJiSw8d6A9BborherQ"
 PARAMS = {"call": "CA-from-texml", "token": "t"}
@@ -56,12 +61,9 @@ EVENTS = ["connected", "start", "media", "mark", "dtmf", "stop", "error", "clear
 def telnyx_messages(draw: st.DrawFn) -> str:
     """Messages shaped like Telnyx's, each part possibly wrong."""
     event = draw(st.sampled_from(EVENTS) | st.text(max_size=10))
-    body: Any = draw(st.fixed_dictionaries({}, optional={
-        "track": st.sampled_from(["inbound", "outbound"]) | json_values,
-        "payload": st.binary(max_size=64).map(lambda b: base64.b64encode(b).decode())
-        | json_values,
-        "name": st.text(max_size=30) | json_values,
-        "digit": st.text(max_size=3) | json_values}) | json_values)
+    body = draw(message_bodies(
+        track=st.sampled_from(["inbound", "outbound"]) | json_values, payload=media_payloads,
+        name=st.text(max_size=30) | json_values, digit=st.text(max_size=3) | json_values))
     return json.dumps({"event": event, event: body, "sequence_number": "2",
                        "stream_id": draw(st.sampled_from([SID, "other"]) | json_values)})
 
@@ -81,14 +83,7 @@ def test_nothing_telnyx_sends_raises_or_ends_the_call_but_stop(
         frames: list[str | bytes], encoding: str | None) -> None:
     codec = TelnyxCodec(LIMIT) if encoding is None else started(
         encoding, 16000 if encoding == "L16" else 8000)
-    for frame in frames:
-        parsed = codec.parse(frame)
-        assert isinstance(parsed, c.AppendAudio | Control), parsed
-        assert not isinstance(parsed, Report)  # Telnyx has no error to hear
-        if isinstance(parsed, Hangup):
-            assert encoding is not None and json.loads(frame)["event"] == "stop"
-        if isinstance(parsed, c.AppendAudio | Keypress):
-            assert encoding is not None  # nothing is the session's before the start
+    check_parses(codec, frames, encoding is not None, "stop")
 
 
 def test_the_start_says_which_call_in_which_format() -> None:
@@ -160,9 +155,7 @@ def test_l16_is_big_endian_on_the_wire_and_24_khz_in_the_session() -> None:
 @given(st.lists(st.tuples(server_events(), st.booleans()), max_size=12))
 def test_any_event_sequence_renders_to_telnyx_messages(
         events: list[tuple[dict[str, Any], bool]]) -> None:
-    codec = started()
-    for event, replayed in events:
-        rendered = codec.render(Outbound(dumps(event)) if replayed else outbound(event))
+    for _, rendered in rendered_each(started(), events):
         for frame in rendered.frames:
             assert isinstance(frame, str)
             assert json.loads(frame)["event"] in ("media", "mark", "clear")
@@ -171,19 +164,10 @@ def test_any_event_sequence_renders_to_telnyx_messages(
             assert rendered.frames == (json.dumps({"event": "clear"}),)
 
 
-def _delta(rid: str, nbytes: int) -> Outbound:
-    return outbound({"type": "response.output_audio.delta", "response_id": rid,
-                     "item_id": f"item_{rid}", "delta": base64.b64encode(b"\xff" * nbytes)
-                     .decode()})
-
-
 def _echo(codec: TelnyxCodec, mark: str) -> Inbound:
     name = json.loads(mark)["mark"]["name"]
     echo = {"event": "mark", "stream_id": SID, "mark": {"name": name}}
     return codec.parse(json.dumps(echo))
-
-
-speech_started = outbound({"type": "input_audio_buffer.speech_started"})
 
 
 @settings(deadline=None)  # a busy box is slow, never wrong
@@ -191,19 +175,15 @@ speech_started = outbound({"type": "input_audio_buffer.speech_started"})
 def test_a_barge_in_truncates_at_the_last_mark_echoed_before_the_clear(
         chunks: list[int], data: st.DataObject) -> None:
     codec = started()
-    marks = [codec.render(_delta("resp_a", n)).frames[1] for n in chunks]
+    marks = [codec.render(reply_delta("resp_a", n)).frames[1] for n in chunks]
     heard = data.draw(st.integers(0, len(chunks)))
-    told = [_echo(codec, mark) for mark in marks[:heard]]
-    # the reply's first mark echoed is its playback mark; the others say nothing
-    assert told == [Played("resp_a"), *[QUIET] * (heard - 1)][:heard]
-    rendered = codec.render(speech_started)
-    if heard == len(chunks):
-        assert rendered.frames == () and rendered.answer is None
+    # PCMU: 8 bytes a ms
+    rendered = check_barge_in(codec, marks, chunks, heard, lambda m: _echo(codec, m), 8)
+    if rendered.answer is None:  # all of it played
         return
-    assert rendered.answer == c.TruncateItem(None, "item_resp_a", 0, int(sum(chunks[:heard]) / 8))
     for mark in marks[heard:]:  # pending marks echoed on the clear: flushed, not heard
         assert _echo(codec, mark) == QUIET
-    assert codec.render(speech_started).answer is None
+    assert codec.render(SPEECH_STARTED).answer is None
 
 
 # -- the webhook's Ed25519 signature -----------------------------------------------------

@@ -4,34 +4,38 @@ and the marks round-trip into the truncate of a barge-in."""
 
 from __future__ import annotations
 
-import base64
 import json
 from typing import Any
 
+from carrier_codec_checks import (
+    LIMIT,
+    SPEECH_STARTED,
+    check_barge_in,
+    check_parses,
+    media_payloads,
+    message_bodies,
+    rendered_each,
+    reply_delta,
+)
 from codec_strategies import json_values, payloads, server_events
 from hostile import strategy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from duplex import commands as c
-from gateway.outbound import Outbound
-from gateway.session.attachment import dumps, outbound
+from gateway.session.attachment import outbound
 from gateway.telephony.twilio_codec import TwilioCodec
 from gateway.transports.codec import (
     QUIET,
-    Control,
     Hangup,
     Hello,
     Ignore,
     Inbound,
     Keypress,
-    Played,
     Refuse,
-    Report,
     StreamStart,
 )
 
-LIMIT = 64 * 1024
 SID = "MZ" + "0" * 32
 CALL = "CA" + "1" * 32
 START = {"event": "start", "streamSid": SID, "start": {
@@ -44,12 +48,10 @@ EVENTS = ["connected", "start", "media", "mark", "dtmf", "stop", "clear", "frobn
 def twilio_messages(draw: st.DrawFn) -> str:
     """Messages shaped like Twilio's, each part possibly wrong."""
     event = draw(st.sampled_from(EVENTS) | st.text(max_size=10))
-    body: Any = draw(st.fixed_dictionaries({}, optional={
-        "track": st.sampled_from(["inbound", "outbound", "inbound_track"]) | json_values,
-        "payload": st.binary(max_size=64).map(lambda b: base64.b64encode(b).decode())
-        | json_values,
-        "name": st.text(max_size=30) | json_values,
-        "digit": st.text(max_size=3) | json_values}) | json_values)
+    body = draw(message_bodies(
+        track=st.sampled_from(["inbound", "outbound", "inbound_track"]) | json_values,
+        payload=media_payloads, name=st.text(max_size=30) | json_values,
+        digit=st.text(max_size=3) | json_values))
     message = {"event": event, event: body,
                "streamSid": draw(st.sampled_from([SID, "MZother"]) | json_values)}
     return json.dumps(message)
@@ -68,15 +70,7 @@ FRAMES = st.one_of(st.text(), st.binary(max_size=64), strategy(), twilio_message
 @given(st.lists(FRAMES, max_size=8), st.booleans())
 def test_nothing_twilio_sends_raises_or_ends_the_call_but_stop(
         frames: list[str | bytes], start: bool) -> None:
-    codec = started() if start else TwilioCodec(LIMIT)
-    for frame in frames:
-        parsed = codec.parse(frame)
-        assert isinstance(parsed, c.AppendAudio | Control), parsed
-        assert not isinstance(parsed, Report)  # Twilio has no error to hear
-        if isinstance(parsed, Hangup):
-            assert start and json.loads(frame)["event"] == "stop"
-        if isinstance(parsed, c.AppendAudio | Keypress):
-            assert start  # nothing is the session's before the start
+    check_parses(started() if start else TwilioCodec(LIMIT), frames, start, "stop")
 
 
 def test_the_start_says_which_call_and_what_our_webhook_passed() -> None:
@@ -130,9 +124,7 @@ def test_the_templates_are_byte_for_byte_json_dumps(sid: str, payload: str, rid:
 @given(st.lists(st.tuples(server_events(), st.booleans()), max_size=12))
 def test_any_event_sequence_renders_to_messages_of_this_stream(
         events: list[tuple[dict[str, Any], bool]]) -> None:
-    codec = started()
-    for event, replayed in events:
-        rendered = codec.render(Outbound(dumps(event)) if replayed else outbound(event))
+    for event, rendered in rendered_each(started(), events):
         for frame in rendered.frames:
             assert isinstance(frame, str)
             message = json.loads(frame)
@@ -144,19 +136,10 @@ def test_any_event_sequence_renders_to_messages_of_this_stream(
             assert rendered.frames == (json.dumps({"event": "clear", "streamSid": SID}),)
 
 
-def _delta(rid: str, nbytes: int) -> Outbound:
-    return outbound({"type": "response.output_audio.delta", "response_id": rid,
-                     "item_id": f"item_{rid}", "delta": base64.b64encode(b"\xff" * nbytes)
-                     .decode()})
-
-
 def _echo(codec: TwilioCodec, mark: str) -> Inbound:
     name = json.loads(mark)["mark"]["name"]
     echo = {"event": "mark", "streamSid": SID, "mark": {"name": name}}
     return codec.parse(json.dumps(echo))
-
-
-speech_started = outbound({"type": "input_audio_buffer.speech_started"})
 
 
 @settings(deadline=None)  # a busy box is slow, never wrong
@@ -164,28 +147,23 @@ speech_started = outbound({"type": "input_audio_buffer.speech_started"})
 def test_a_barge_in_truncates_at_the_last_mark_echoed_before_the_clear(
         chunks: list[int], data: st.DataObject) -> None:
     codec = started()
-    marks = [codec.render(_delta("resp_a", n)).frames[1] for n in chunks]
+    marks = [codec.render(reply_delta("resp_a", n)).frames[1] for n in chunks]
     heard = data.draw(st.integers(0, len(chunks)))
-    told = [_echo(codec, mark) for mark in marks[:heard]]
-    # the reply's first mark echoed is its playback mark; the others say nothing
-    assert told == [Played("resp_a"), *[QUIET] * (heard - 1)][:heard]
-    rendered = codec.render(speech_started)
-    if heard == len(chunks):  # all of it played: nothing to clear
-        assert rendered.frames == () and rendered.answer is None
+    # μ-law: 8 bytes a ms
+    rendered = check_barge_in(codec, marks, chunks, heard, lambda m: _echo(codec, m), 8)
+    if rendered.answer is None:  # all of it played
         return
-    heard_ms = sum(chunks[:heard]) / 8  # μ-law: 8 bytes a ms
-    assert rendered.answer == c.TruncateItem(None, "item_resp_a", 0, int(heard_ms))
     for mark in marks[heard:]:  # Twilio echoes the pending marks on clear: flushed, not heard
         assert _echo(codec, mark) == QUIET
-    assert codec.render(speech_started).answer is None  # cleared once
+    assert codec.render(SPEECH_STARTED).answer is None  # cleared once
     # the next reply starts afresh
-    codec.render(_delta("resp_b", 800))
-    assert codec.render(speech_started).answer == c.TruncateItem(None, "item_resp_b", 0, 0)
+    codec.render(reply_delta("resp_b", 800))
+    assert codec.render(SPEECH_STARTED).answer == c.TruncateItem(None, "item_resp_b", 0, 0)
 
 
 def test_a_mark_not_of_ours_is_ignored_with_a_reason() -> None:
     codec = started()
-    codec.render(_delta("resp_a", 80))
+    codec.render(reply_delta("resp_a", 80))
     foreign = {"event": "mark", "streamSid": SID, "mark": {"name": "resp_a:soon"}}
     assert codec.parse(json.dumps(foreign)) == Ignore("foreign_mark",
                                                       "mark 'resp_a:soon', not one of ours")

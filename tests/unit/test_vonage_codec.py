@@ -10,28 +10,23 @@ import hashlib
 import json
 from typing import Any
 
+from carrier_codec_checks import (
+    LIMIT,
+    check_barge_in,
+    check_parses,
+    rendered_each,
+    reply_delta,
+)
 from codec_strategies import json_values, reply_events
 from hostile import strategy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from duplex import commands as c
-from gateway.outbound import Outbound
-from gateway.session.attachment import dumps, outbound
 from gateway.telephony.vonage import jwt_refusal, sign
 from gateway.telephony.vonage_codec import CLEAR, VonageCodec
-from gateway.transports.codec import (
-    QUIET,
-    Control,
-    Hangup,
-    Keypress,
-    Played,
-    Refuse,
-    Report,
-    StreamStart,
-)
+from gateway.transports.codec import QUIET, Keypress, Refuse, StreamStart
 
-LIMIT = 64 * 1024
 CALL = "aaaaaaaa-bbbb-cccc-dddd-0123456789ab"
 CONNECTED = {"event": "websocket:connected", "content-type": "audio/l16;rate=16000",
              "call": CALL, "token": "t", "instructions": "words=3", "other": "x"}
@@ -64,15 +59,8 @@ def started() -> VonageCodec:
        st.booleans())
 def test_nothing_vonage_sends_raises_or_ends_the_call(frames: list[str | bytes],
                                                       start: bool) -> None:
-    codec = started() if start else VonageCodec(LIMIT)
-    begun = start  # a fuzzed frame may be the start itself
-    for frame in frames:
-        parsed = codec.parse(frame)
-        assert isinstance(parsed, c.AppendAudio | Control), parsed
-        assert not isinstance(parsed, Report | Hangup)  # Vonage hangs up by closing
-        begun = begun or isinstance(parsed, StreamStart)
-        if isinstance(parsed, c.AppendAudio | Keypress):
-            assert begun  # nothing is the session's before the start
+    # Vonage hangs up by closing: no message does
+    check_parses(started() if start else VonageCodec(LIMIT), frames, start, None)
 
 
 def test_the_first_message_is_the_start() -> None:
@@ -98,9 +86,7 @@ def server_events() -> st.SearchStrategy[dict[str, Any]]:
 @given(st.lists(st.tuples(server_events(), st.booleans()), max_size=12))
 def test_any_event_sequence_renders_whole_frames_and_vonage_s_actions(
         events: list[tuple[dict[str, Any], bool]]) -> None:
-    codec = started()
-    for event, replayed in events:
-        rendered = codec.render(Outbound(dumps(event)) if replayed else outbound(event))
+    for _, rendered in rendered_each(started(), events):
         for frame in rendered.frames:
             if isinstance(frame, bytes):
                 assert len(frame) == 640
@@ -111,29 +97,16 @@ def test_any_event_sequence_renders_whole_frames_and_vonage_s_actions(
             assert rendered.frames == (CLEAR,)
 
 
-def _delta(rid: str, nbytes: int) -> Outbound:
-    return outbound({"type": "response.output_audio.delta", "response_id": rid,
-                     "item_id": f"item_{rid}", "delta": base64.b64encode(b"\x01" * nbytes)
-                     .decode()})
-
-
 @settings(deadline=None)  # a busy box is slow, never wrong
 @given(st.lists(st.integers(1, 20).map(lambda n: 640 * n), min_size=1, max_size=8), st.data())
 def test_a_barge_in_truncates_at_the_last_notify_echoed_before_the_clear(
         chunks: list[int], data: st.DataObject) -> None:
     codec = started()
-    names = [json.loads(codec.render(_delta("resp_a", n)).frames[-1])["payload"]["name"]
-             for n in chunks]
+    names = [json.loads(codec.render(reply_delta("resp_a", n, b"\x01")).frames[-1])
+             ["payload"]["name"] for n in chunks]
     heard = data.draw(st.integers(0, len(chunks)))
-    for i, name in enumerate(names[:heard]):  # the first: the reply's playback mark
-        assert codec.parse(json.dumps({"event": "websocket:notify", "payload": {
-            "name": name}})) == (QUIET if i else Played("resp_a"))
-    rendered = codec.render(outbound({"type": "input_audio_buffer.speech_started"}))
-    if heard == len(chunks):
-        assert rendered.frames == () and rendered.answer is None
-        return
-    assert rendered.answer == c.TruncateItem(None, "item_resp_a", 0,
-                                             int(sum(chunks[:heard]) / 32))
+    check_barge_in(codec, names, chunks, heard, lambda name: codec.parse(json.dumps(
+        {"event": "websocket:notify", "payload": {"name": name}})), 32)  # 16-bit, 16 kHz
 
 
 def test_the_jwt_check_takes_vonage_s_signatures_alone() -> None:
