@@ -7,18 +7,22 @@ a clear it drops what is buffered: Twilio, Telnyx and Exotel then acknowledge
 the pending points at once, Plivo and Vonage never do (they acknowledge a point
 only once what came before it has been played). ``Playout`` is that buffer, the
 one every emulator uses; an emulator feeds it what it reads and gives it the
-carrier's way of acknowledging.
+carrier's way of acknowledging. ``CarrierSocket`` is what every emulator does
+alike with its end of the media socket.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
+from websockets.asyncio.client import ClientConnection
 
 Ack = Callable[[str], Awaitable[None]]
 
@@ -113,6 +117,46 @@ class Playout:
         await self.until(lambda: any(point_ms(n) >= ms - 1 for n in self.played
                                      if n.startswith(rid + ":")))
         return rid
+
+
+class CarrierSocket(ABC):
+    """The carrier's end of a call's media socket, as every emulator keeps it: a task
+    reading what the gateway sends and one playing its audio, the caller's voice
+    paced from the start, and the two ways the socket ends (closed, or dropped)."""
+
+    ws: ClientConnection
+    playout: Playout
+    started_at: float  # when the stream started: the caller's voice is paced from it
+    _tasks: list[asyncio.Task[None]]
+
+    def _serve(self) -> None:
+        """The stream started: read the gateway's messages and play its audio."""
+        self._tasks = [asyncio.create_task(self._read()),
+                       asyncio.create_task(self.playout.play())]
+
+    @abstractmethod
+    async def _read(self) -> None:
+        """The gateway's messages, until the socket closes."""
+
+    async def _pace(self, at_ms: float) -> None:
+        """Wait until ``at_ms`` after the start: the caller speaks at real time."""
+        delay = self.started_at + at_ms / 1000 - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)  # pacing the caller's voice, not syncing
+
+    def _stop_tasks(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+
+    async def close(self, code: int = 1000) -> None:
+        self._stop_tasks()
+        with contextlib.suppress(Exception):
+            await self.ws.close(code)
+
+    async def drop(self) -> None:
+        """The socket dies without a close frame (a network fault)."""
+        self._stop_tasks()
+        self.ws.transport.abort()
 
 
 def point_ms(name: str) -> float:

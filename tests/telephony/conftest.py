@@ -9,6 +9,7 @@ import pytest
 from carrier_flags import CARRIER_FLAGS
 from gateway_process import GatewayProcess
 from redis_server import RedisServer
+from tone_gateways import serving
 from twilio_helpers import AUTH_TOKEN, Peek
 
 from duplex.store import RedisSessionStore, connect
@@ -23,41 +24,24 @@ def redis() -> Iterator[RedisServer]:
         server.close()
 
 
-def _start(tmp: Path, redis: RedisServer, *extra: str) -> GatewayProcess:
-    return GatewayProcess(tmp, args=["--plugin", "tone", "--output-lead-ms", "300",
-                                     "--redis-url", redis.url, *extra]).start()
-
-
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory,
             redis: RedisServer) -> Iterator[GatewayProcess]:
-    proc = _start(Path(tmp_path_factory.mktemp("gw")), redis)
-    try:
-        yield proc
-    finally:
-        proc.stop()
+    yield from serving(Path(tmp_path_factory.mktemp("gw")), redis)
 
 
 @pytest.fixture(scope="module")
 def signed_gateway(tmp_path_factory: pytest.TempPathFactory,
                    redis: RedisServer) -> Iterator[GatewayProcess]:
-    proc = _start(Path(tmp_path_factory.mktemp("gw")), redis,
-                  "--twilio-auth-token", AUTH_TOKEN)
-    try:
-        yield proc
-    finally:
-        proc.stop()
+    yield from serving(Path(tmp_path_factory.mktemp("gw")), redis,
+                       "--twilio-auth-token", AUTH_TOKEN)
 
 
 @pytest.fixture(scope="module")
 def carrier_gateway(tmp_path_factory: pytest.TempPathFactory,
                     redis: RedisServer) -> Iterator[GatewayProcess]:
     """A gateway with the Telnyx and Plivo routes on (their credentials set)."""
-    proc = _start(Path(tmp_path_factory.mktemp("gw")), redis, *CARRIER_FLAGS)
-    try:
-        yield proc
-    finally:
-        proc.stop()
+    yield from serving(Path(tmp_path_factory.mktemp("gw")), redis, *CARRIER_FLAGS)
 
 
 @pytest.fixture

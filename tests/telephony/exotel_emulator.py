@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import json
 import secrets
 import time
@@ -19,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import websockets
-from carrier_emulator import Playout
+from carrier_emulator import CarrierSocket, Playout
 from websockets.asyncio.client import ClientConnection
 
 RATE = 8000
@@ -36,7 +35,7 @@ def new_sid() -> str:
 
 
 @dataclass
-class ExotelCall:
+class ExotelCall(CarrierSocket):
     ws: ClientConnection
     call_sid: str = field(default_factory=new_sid)
     stream_sid: str = field(default_factory=new_sid)
@@ -83,8 +82,7 @@ class ExotelCall:
             "account_sid": "exotel-account", "from": "+919876543210", "to": "+918047491899",
             "custom_parameters": parameters,
             "media_format": media_format})
-        self._tasks = [asyncio.create_task(self._read()),
-                       asyncio.create_task(self.playout.play())]
+        self._serve()
 
     async def speak(self, pcm: bytes, rate: int = RATE) -> None:
         """Send ``pcm`` as Exotel does: 100 ms media messages at real time."""
@@ -92,9 +90,7 @@ class ExotelCall:
         for start in range(0, len(pcm), step):
             self.chunk += 1
             stamp = (self.chunk - 1) * SEND_MS
-            delay = self.started_at + stamp / 1000 - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)  # pacing the caller's voice, not syncing
+            await self._pace(stamp)
             await self._send("media", media={
                 "chunk": str(self.chunk), "timestamp": str(stamp),
                 "payload": base64.b64encode(pcm[start:start + step]).decode()})
@@ -109,12 +105,6 @@ class ExotelCall:
 
     async def _ack(self, name: str) -> None:
         await self._send("mark", mark={"name": name})
-
-    async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        with contextlib.suppress(Exception):
-            await self.ws.close()
 
     # -- gateway → Exotel --------------------------------------------------------------
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import html
 import json
 import re
@@ -27,7 +26,7 @@ from urllib.parse import urlencode
 import httpx
 import numpy as np
 import websockets
-from carrier_emulator import Playout
+from carrier_emulator import CarrierSocket, Playout
 from twilio_helpers import AUTH_TOKEN
 from websockets.asyncio.client import ClientConnection
 
@@ -75,7 +74,7 @@ def new_call_id() -> str:
 
 
 @dataclass
-class PlivoEmulator:
+class PlivoEmulator(CarrierSocket):
     ws: ClientConnection
     call_id: str
     stream_id: str = field(default_factory=lambda: str(uuid.uuid4()))
@@ -111,17 +110,14 @@ class PlivoEmulator:
             "accountId": "MA" + "X" * 18, "tracks": ["inbound"],
             "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": 8000}},
             extra_headers=extra_headers)
-        self._tasks = [asyncio.create_task(self._read()),
-                       asyncio.create_task(self.playout.play())]
+        self._serve()
 
     async def speak(self, ulaw: bytes, *, realtime: bool = False) -> None:
         for start in range(0, len(ulaw), FRAME_BYTES):
             self.chunk += 1
             stamp = (self.chunk - 1) * 20
             if realtime:
-                delay = self.started_at + stamp / 1000 - time.monotonic()
-                if delay > 0:
-                    await asyncio.sleep(delay)  # pacing the caller's voice, not syncing
+                await self._pace(stamp)
             await self._send("media", streamId=self.stream_id, media={
                 "track": "inbound", "timestamp": str(stamp), "chunk": self.chunk,
                 "payload": base64.b64encode(ulaw[start:start + FRAME_BYTES]).decode()})
@@ -135,21 +131,8 @@ class PlivoEmulator:
 
     async def hang_up(self) -> None:
         """The call ends: Plivo closes the stream (normally)."""
-        for task in self._tasks:
-            task.cancel()
+        self._stop_tasks()
         await self.ws.close(1000)
-
-    async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        with contextlib.suppress(Exception):
-            await self.ws.close()
-
-    async def drop(self) -> None:
-        """The socket dies without a close frame (a network fault)."""
-        for task in self._tasks:
-            task.cancel()
-        self.ws.transport.abort()
 
     # -- gateway → Plivo -------------------------------------------------------------------
 

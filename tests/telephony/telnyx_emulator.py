@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import html
 import json
 import re
@@ -26,7 +25,7 @@ from urllib.parse import urlencode
 import httpx
 import numpy as np
 import websockets
-from carrier_emulator import Playout
+from carrier_emulator import CarrierSocket, Playout
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from websockets.asyncio.client import ClientConnection
@@ -80,7 +79,7 @@ def new_call_id() -> str:
 
 
 @dataclass
-class TelnyxEmulator:
+class TelnyxEmulator(CarrierSocket):
     ws: ClientConnection
     call_id: str  # call_control_id
     encoding: str = "PCMU"
@@ -122,8 +121,7 @@ class TelnyxEmulator:
             "custom_parameters": parameters,
             "media_format": {"encoding": self.encoding, "sample_rate": self.rate,
                              "channels": 1}})
-        self._tasks = [asyncio.create_task(self._read()),
-                       asyncio.create_task(self.playout.play())]
+        self._serve()
 
     async def speak(self, audio: bytes, *, realtime: bool = False) -> None:
         """Send ``audio`` (in the stream's encoding) as 20 ms media frames."""
@@ -132,9 +130,7 @@ class TelnyxEmulator:
             self.chunk += 1
             stamp = (self.chunk - 1) * FRAME_MS
             if realtime:
-                delay = self.started_at + stamp / 1000 - time.monotonic()
-                if delay > 0:
-                    await asyncio.sleep(delay)  # pacing the caller's voice, not syncing
+                await self._pace(stamp)
             await self._send("media", media={
                 "track": "inbound", "chunk": str(self.chunk), "timestamp": str(stamp),
                 "payload": base64.b64encode(audio[start:start + step]).decode()})
@@ -147,18 +143,6 @@ class TelnyxEmulator:
 
     async def _ack(self, name: str) -> None:
         await self._send("mark", mark={"name": name})
-
-    async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        with contextlib.suppress(Exception):
-            await self.ws.close()
-
-    async def drop(self) -> None:
-        """The socket dies without a close frame (a network fault)."""
-        for task in self._tasks:
-            task.cancel()
-        self.ws.transport.abort()
 
     # -- gateway → Telnyx -----------------------------------------------------------------
 

@@ -5,11 +5,11 @@ the carriers' credentials."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from call_checks import assert_closed, assert_relayed
 from carrier_flags import CARRIER_FLAGS
 from gateway_process import GatewayProcess
 from plivo_emulator import PlivoEmulator, answer_webhook, parse_stream_xml
@@ -17,10 +17,10 @@ from plivo_emulator import new_call_id as new_plivo_call
 from redis_server import RedisServer
 from telnyx_emulator import TelnyxEmulator, parse_texml, voice_webhook
 from telnyx_emulator import new_call_id as new_telnyx_call
+from tone_gateways import serving_two
 from twilio_emulator import ulaw_silence, ulaw_tone
 from twilio_helpers import Peek
 
-from duplex.store import keys
 from plugins.tone import decode_turn
 
 WHOLE_REPLY_MS = (4 + 3) * 200  # words=3
@@ -29,33 +29,13 @@ WHOLE_REPLY_MS = (4 + 3) * 200  # words=3
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory,
          redis: RedisServer) -> Iterator[tuple[GatewayProcess, GatewayProcess]]:
-    tmp = Path(tmp_path_factory.mktemp("pair"))
-    made = [GatewayProcess(tmp / name, args=[
-        "--plugin", "tone", "--output-lead-ms", "300", "--redis-url", redis.url,
-        *CARRIER_FLAGS]) for name in ("a", "b")]
-    try:
-        for gw in made:
-            gw.start()
-        yield made[0], made[1]
-    finally:
-        for gw in made:
-            gw.stop()
+    yield from serving_two(Path(tmp_path_factory.mktemp("pair")), redis, *CARRIER_FLAGS)
 
 
 async def one_turn(em: TelnyxEmulator | PlivoEmulator, turn: int) -> None:
     await em.speak(ulaw_tone(1.0) + ulaw_silence(0.8))
     await em.playout.heard(1, WHOLE_REPLY_MS)
     assert decode_turn(em.pcm(), 8000) == turn
-
-
-async def assert_relayed(peek: Peek, a: GatewayProcess, b: GatewayProcess, carrier: str,
-                         call_id: str, sid: str | None, relayed_before: float) -> None:
-    assert await peek.session_of(call_id, carrier) == sid
-    meta = await peek.raw.hgetall(keys.meta(sid))
-    assert (meta["owner"], meta["incarnation"]) == (await a.owner(), "1")  # never taken over
-    types = [e["type"] for e in await peek.journal(str(sid))]
-    assert types.count("session.created") == 1  # not forked
-    assert await b.metric("duplex_resumes_relayed_total") == relayed_before + 1
 
 
 async def test_a_telnyx_stream_on_another_process_reaches_the_call_s_session(
@@ -72,8 +52,7 @@ async def test_a_telnyx_stream_on_another_process_reaches_the_call_s_session(
         relayed = await b.metric("duplex_resumes_relayed_total")
         second = await TelnyxEmulator.dial(texml, call_id,
                                            ws_url=f"ws://{b.address}/v1/telnyx/media-stream")
-        await asyncio.wait_for(first.ws.wait_closed(), 10)
-        assert first.ws.close_code == 4000  # replaced by its owner, A
+        await assert_closed(first.ws, 4000)  # replaced by its owner, A
         await one_turn(second, 2)
         await assert_relayed(peek, a, b, "telnyx", call_id, sid, relayed)
     finally:
@@ -96,8 +75,7 @@ async def test_a_plivo_stream_on_another_process_reaches_the_call_s_session(
         relayed = await b.metric("duplex_resumes_relayed_total")
         second = await PlivoEmulator.dial(xml, call_id,
                                           ws_url=f"ws://{b.address}/v1/plivo/media-stream")
-        await asyncio.wait_for(first.ws.wait_closed(), 10)
-        assert first.ws.close_code == 4000
+        await assert_closed(first.ws, 4000)
         await one_turn(second, 2)
         await assert_relayed(peek, a, b, "plivo", call_id, sid, relayed)
     finally:

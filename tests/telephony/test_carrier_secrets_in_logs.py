@@ -17,6 +17,7 @@ from exotel_emulator import CREDENTIALS, ExotelCall, basic
 from gateway_process import GatewayProcess
 from plivo_emulator import PlivoEmulator, answer_webhook, new_call_id, parse_stream_xml, signed
 from redis_server import RedisServer
+from tone_gateways import tone_gateway
 from twilio_emulator import ulaw_silence, ulaw_tone
 from twilio_helpers import AUTH_TOKEN
 from vonage_emulator import SECRET, VonageCall, answer, new_uuid
@@ -44,10 +45,8 @@ async def _plivo_calls(gw: GatewayProcess) -> list[str]:
 
 async def test_carrier_credentials_never_reach_the_log(tmp_path: Path,
                                                        redis: RedisServer) -> None:
-    gw = GatewayProcess(tmp_path, args=[
-        "--plugin", "tone", "--output-lead-ms", "300", "--redis-url", redis.url,
-        "--log-level", "debug", "--vonage-signature-secret", SECRET,
-        "--exotel-credentials", CREDENTIALS]).start()
+    gw = tone_gateway(tmp_path, redis, "--log-level", "debug", "--vonage-signature-secret",
+                      SECRET, "--exotel-credentials", CREDENTIALS).start()
     jwt = sign(SECRET, b"", time.time())
     try:
         refused = await answer(gw.http, new_uuid(), authorization="Bearer " + jwt + "x")
@@ -79,9 +78,8 @@ async def test_carrier_credentials_never_reach_the_log(tmp_path: Path,
 
 async def test_the_plivo_auth_token_never_reaches_the_log(tmp_path: Path,
                                                          redis: RedisServer) -> None:
-    gw = GatewayProcess(tmp_path, args=[
-        "--plugin", "tone", "--output-lead-ms", "300", "--redis-url", redis.url,
-        "--log-level", "debug", "--plivo-auth-token", AUTH_TOKEN]).start()
+    gw = tone_gateway(tmp_path, redis, "--log-level", "debug",
+                      "--plivo-auth-token", AUTH_TOKEN).start()
     try:
         shown = await _plivo_calls(gw)
     finally:

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 import websockets
+from call_checks import assert_closed, assert_relayed, assert_resumed, assert_route_off
 from carrier_emulator import pcm_silence, pcm_tone, point_ms
 from exotel_emulator import CREDENTIALS, RATE, ExotelCall, basic
 from gateway_process import GatewayProcess
 from redis_server import RedisServer
+from tone_gateways import serving, serving_two
 from twilio_helpers import Peek
 
-from duplex.store import keys
 from plugins.tone import decode_turn
 
 WORD_MS = 200  # the tone plugin speaks each word as 200 ms of tone
@@ -23,19 +24,10 @@ WORDS = 3
 PATH = "/v1/exotel/media-stream"
 
 
-def _start(tmp: Path, redis: RedisServer, *extra: str) -> GatewayProcess:
-    return GatewayProcess(tmp, args=["--plugin", "tone", "--output-lead-ms", "300",
-                                     "--redis-url", redis.url, *extra]).start()
-
-
 @pytest.fixture(scope="module")
 def exotel_gw(tmp_path_factory: pytest.TempPathFactory,
               redis: RedisServer) -> Iterator[GatewayProcess]:
-    proc = _start(tmp_path_factory.mktemp("gw"), redis, "--exotel-credentials", CREDENTIALS)
-    try:
-        yield proc
-    finally:
-        proc.stop()
+    yield from serving(tmp_path_factory.mktemp("gw"), redis, "--exotel-credentials", CREDENTIALS)
 
 
 def url(gw: GatewayProcess) -> str:
@@ -131,9 +123,7 @@ async def test_a_dropped_socket_resumes_the_call(exotel_gw: GatewayProcess,
         await say_turn(second)
         await second.playout.heard(1, (4 + WORDS) * WORD_MS)
         assert decode_turn(second.pcm(), RATE) == 2  # the same conversation
-        assert await peek.session_of(first.call_sid, "exotel") == sid
-        types = [e["type"] for e in await peek.journal(str(sid))]
-        assert types.count("session.created") == 1 and "session.closed" not in types
+        await assert_resumed(peek, first.call_sid, "exotel", sid)
     finally:
         await second.close()
 
@@ -182,28 +172,16 @@ async def test_junk_does_not_end_the_call(exotel_gw: GatewayProcess) -> None:
 async def test_streams_without_exotel_s_credentials_are_refused(
         exotel_gw: GatewayProcess, headers: dict[str, str]) -> None:
     ws = await websockets.connect(url(exotel_gw), additional_headers=headers)
-    await asyncio.wait_for(ws.wait_closed(), 10)
-    assert ws.close_code == 1008
+    await assert_closed(ws, 1008)
 
 
 async def test_without_credentials_the_route_is_off(gateway: GatewayProcess) -> None:
-    with pytest.raises(websockets.InvalidStatus) as refused:
-        await websockets.connect(url(gateway), additional_headers=basic())
-    assert refused.value.response.status_code == 403
+    await assert_route_off(url(gateway), additional_headers=basic())
 
 
 @pytest.fixture
 def pair(tmp_path: Path, redis: RedisServer) -> Iterator[tuple[GatewayProcess, GatewayProcess]]:
-    made = [GatewayProcess(tmp_path / n, args=[
-        "--plugin", "tone", "--output-lead-ms", "300", "--redis-url", redis.url,
-        "--exotel-credentials", CREDENTIALS]) for n in ("a", "b")]
-    try:
-        for gw in made:
-            gw.start()
-        yield made[0], made[1]
-    finally:
-        for gw in made:
-            gw.stop()
+    yield from serving_two(tmp_path, redis, "--exotel-credentials", CREDENTIALS)
 
 
 async def test_a_second_stream_on_another_process_is_relayed_to_the_owner(
@@ -216,14 +194,11 @@ async def test_a_second_stream_on_another_process_is_relayed_to_the_owner(
         await first.playout.heard(1, (4 + WORDS) * WORD_MS)
         sid = await peek.session_of(first.call_sid, "exotel")
         second = await dial(b, call_sid=first.call_sid)  # the same call lands on B
-        await asyncio.wait_for(first.ws.wait_closed(), 10)
-        assert first.ws.close_code == 4000  # replaced by its owner, A
+        await assert_closed(first.ws, 4000)  # replaced by its owner, A
         await say_turn(second)
         await second.playout.heard(1, (4 + WORDS) * WORD_MS)
         assert decode_turn(second.pcm(), RATE) == 2
-        meta = await peek.raw.hgetall(keys.meta(sid))
-        assert (meta["owner"], meta["incarnation"]) == (await a.owner(), "1")
-        assert await b.metric("duplex_resumes_relayed_total") == 1
+        await assert_relayed(peek, a, b, "exotel", first.call_sid, sid, relayed_before=0)
     finally:
         await first.close()
         if second is not None:

@@ -21,8 +21,10 @@ from typing import Any
 import httpx
 import pytest
 import websockets
+from call_checks import assert_closed
 from gateway_process import GatewayProcess
 from redis_server import RedisServer
+from tone_gateways import serving_two
 from twilio_emulator import Emulator, new_sid, parse_twiml
 from twilio_helpers import AUTH_TOKEN, Peek
 
@@ -37,17 +39,8 @@ ORIGIN = {"Origin": "http://localhost:5173"}
 
 @pytest.fixture
 def pair(tmp_path: Path, redis: RedisServer) -> Iterator[tuple[GatewayProcess, GatewayProcess]]:
-    made = [GatewayProcess(tmp_path / name, args=[
-        "--plugin", "tone", "--output-lead-ms", "300", "--redis-url", redis.url,
-        "--api-key", KEY, "--twilio-auth-token", AUTH_TOKEN, "--log-level", "debug"])
-        for name in ("a", "b")]
-    try:
-        for gw in made:
-            gw.start()
-        yield made[0], made[1]
-    finally:
-        for gw in made:
-            gw.stop()
+    yield from serving_two(tmp_path, redis, "--api-key", KEY, "--twilio-auth-token", AUTH_TOKEN,
+                           "--log-level", "debug")
 
 
 async def first_event(ws: websockets.ClientConnection) -> dict[str, Any]:
@@ -108,8 +101,7 @@ async def twilio_paths(a: GatewayProcess, b: GatewayProcess, peek: Peek) -> list
     second = await Emulator.dial(twiml, call_sid, ws_url=on_b,
                                  headers={"X-Twilio-Signature": used[-1]})
     try:
-        await asyncio.wait_for(first.ws.wait_closed(), 10)
-        assert first.ws.close_code == 4000  # replaced through B's relay to A
+        await assert_closed(first.ws, 4000)  # replaced through B's relay to A
         await second.stop()
         await asyncio.wait_for(second.ws.wait_closed(), 10)
     finally:

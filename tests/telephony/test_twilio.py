@@ -9,6 +9,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 import websockets
+from call_checks import assert_closed
 from gateway_process import GatewayProcess
 from twilio_emulator import (
     Emulator,
@@ -171,14 +172,12 @@ async def test_bad_stream_token_is_refused(gateway: GatewayProcess) -> None:
     twiml = parse_twiml((await webhook(gateway.http, call_sid)).text)
     em = await Emulator.dial(twiml, call_sid, parameters={"token": "1.deadbeef"})
     try:
-        await asyncio.wait_for(em.ws.wait_closed(), 10)
-        assert em.ws.close_code == 1008
+        await assert_closed(em.ws, 1008)
     finally:
         await em.close()
     other = await Emulator.dial(twiml, new_sid("CA"))  # a token minted for another call
     try:
-        await asyncio.wait_for(other.ws.wait_closed(), 10)
-        assert other.ws.close_code == 1008
+        await assert_closed(other.ws, 1008)
     finally:
         await other.close()
 
@@ -221,14 +220,12 @@ async def test_signed_webhook_and_stream(signed_gateway: GatewayProcess) -> None
     assert good.status_code == 200
     twiml = parse_twiml(good.text)
     unsigned = await websockets.connect(twiml.stream_url)
-    await asyncio.wait_for(unsigned.wait_closed(), 10)
-    assert unsigned.close_code == 1008
+    await assert_closed(unsigned, 1008)
     signature = _sign(twiml.stream_url, {})
     em = await Emulator.dial(twiml, call_sid, headers={"X-Twilio-Signature": signature})
     try:
         await em.stop()
-        await asyncio.wait_for(em.ws.wait_closed(), 10)
-        assert em.ws.close_code == 1000
+        await assert_closed(em.ws, 1000)
     finally:
         await em.close()
 

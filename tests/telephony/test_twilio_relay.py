@@ -12,8 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 import websockets
+from call_checks import assert_closed
 from gateway_process import GatewayProcess
 from redis_server import RedisServer
+from tone_gateways import serving_two
 from twilio_emulator import (
     Emulator,
     new_sid,
@@ -29,30 +31,16 @@ from plugins.tone import decode_turn
 WORDS = 3
 
 
-def two_gateways(tmp_path: Path, redis: RedisServer,
-                 *extra: str) -> Iterator[tuple[GatewayProcess, GatewayProcess]]:
-    made = [GatewayProcess(tmp_path / name, args=[
-        "--plugin", "tone", "--output-lead-ms", "300", "--redis-url", redis.url, *extra])
-        for name in ("a", "b")]
-    try:
-        for gw in made:
-            gw.start()
-        yield made[0], made[1]
-    finally:
-        for gw in made:
-            gw.stop()
-
-
 @pytest.fixture
 def pair(tmp_path: Path, redis: RedisServer) -> Iterator[tuple[GatewayProcess, GatewayProcess]]:
     """Two gateways signing with one Twilio auth token."""
-    yield from two_gateways(tmp_path, redis, "--twilio-auth-token", AUTH_TOKEN)
+    yield from serving_two(tmp_path, redis, "--twilio-auth-token", AUTH_TOKEN)
 
 
 @pytest.fixture
 def unsigned_pair(tmp_path: Path,
                   redis: RedisServer) -> Iterator[tuple[GatewayProcess, GatewayProcess]]:
-    yield from two_gateways(tmp_path, redis)
+    yield from serving_two(tmp_path, redis)
 
 
 def signed(url: str, params: dict[str, str] | None = None) -> dict[str, str]:
@@ -90,8 +78,7 @@ async def test_a_second_stream_on_another_process_reaches_the_call_s_session(
         # the same call's next stream lands on B (a load balancer's choice)
         on_b = f"ws://{b.address}/v1/twilio/media-stream"
         second = await Emulator.dial(twiml, call_sid, ws_url=on_b, headers=signed(on_b))
-        await asyncio.wait_for(first.ws.wait_closed(), 10)
-        assert first.ws.close_code == 4000  # replaced by its owner, A
+        await assert_closed(first.ws, 4000)  # replaced by its owner, A
         await one_turn(second, 2)  # the same conversation goes on
         assert await peek.session_of(call_sid) == sid
         meta = await peek.raw.hgetall(keys.meta(sid))
@@ -110,8 +97,7 @@ async def test_a_forged_relay_is_refused(pair: tuple[GatewayProcess, GatewayProc
     forged = await websockets.connect(
         f"ws://{a.address}/v1/twilio/media-stream",
         additional_headers={"x-duplex-relayed-by": "gw", "x-duplex-relay-proof": "0" * 64})
-    await asyncio.wait_for(forged.wait_closed(), 10)
-    assert forged.close_code == 1008
+    await assert_closed(forged, 1008)
 
 
 async def test_without_an_auth_token_a_stream_may_reach_another_process(

@@ -11,14 +11,14 @@ from typing import Any
 
 import httpx
 import pytest
-import websockets
+from call_checks import assert_closed, assert_relayed, assert_resumed, assert_route_off
 from carrier_emulator import pcm_silence, pcm_tone, point_ms
 from gateway_process import GatewayProcess
 from redis_server import RedisServer
+from tone_gateways import serving, serving_two
 from twilio_helpers import Peek
 from vonage_emulator import RATE, SECRET, VonageCall, answer, new_uuid
 
-from duplex.store import keys
 from gateway.telephony.vonage import sign
 from plugins.tone import decode_turn
 
@@ -26,20 +26,10 @@ WORD_MS = 200  # the tone plugin speaks each word as 200 ms of tone
 WORDS = 3
 
 
-def _start(tmp: Path, redis: RedisServer) -> GatewayProcess:
-    return GatewayProcess(tmp, args=["--plugin", "tone", "--output-lead-ms", "300",
-                                     "--redis-url", redis.url,
-                                     "--vonage-signature-secret", SECRET]).start()
-
-
 @pytest.fixture(scope="module")
 def vonage_gw(tmp_path_factory: pytest.TempPathFactory,
               redis: RedisServer) -> Iterator[GatewayProcess]:
-    proc = _start(tmp_path_factory.mktemp("gw"), redis)
-    try:
-        yield proc
-    finally:
-        proc.stop()
+    yield from serving(tmp_path_factory.mktemp("gw"), redis, "--vonage-signature-secret", SECRET)
 
 
 async def ncco_of(gw: GatewayProcess, call_id: str, words: int = WORDS,
@@ -156,9 +146,7 @@ async def test_a_dropped_socket_resumes_the_call(vonage_gw: GatewayProcess,
         await say_turn(second)
         await second.playout.heard(1, (4 + WORDS) * WORD_MS)
         assert decode_turn(second.pcm(), RATE) == 2  # the same conversation
-        assert await peek.session_of(first.call_id, "vonage") == sid
-        types = [e["type"] for e in await peek.journal(str(sid))]
-        assert types.count("session.created") == 1 and "session.closed" not in types
+        await assert_resumed(peek, first.call_id, "vonage", sid)
     finally:
         await second.close()
 
@@ -207,8 +195,7 @@ async def test_a_bad_stream_token_is_refused(vonage_gw: GatewayProcess) -> None:
                    {**headers, "instructions": "words=9"}):
         call = await VonageCall.dial(ncco, headers=forged)
         try:
-            await asyncio.wait_for(call.ws.wait_closed(), 10)
-            assert call.ws.close_code == 1008
+            await assert_closed(call.ws, 1008)
         finally:
             await call.close()
 
@@ -216,23 +203,12 @@ async def test_a_bad_stream_token_is_refused(vonage_gw: GatewayProcess) -> None:
 async def test_without_the_secret_the_routes_are_off(gateway: GatewayProcess) -> None:
     resp = await answer(gateway.http, new_uuid())
     assert resp.status_code == 404
-    with pytest.raises(websockets.InvalidStatus) as refused:
-        await websockets.connect(f"ws://{gateway.address}/v1/vonage/media-stream")
-    assert refused.value.response.status_code == 403
+    await assert_route_off(f"ws://{gateway.address}/v1/vonage/media-stream")
 
 
 @pytest.fixture
 def pair(tmp_path: Path, redis: RedisServer) -> Iterator[tuple[GatewayProcess, GatewayProcess]]:
-    made = [GatewayProcess(tmp_path / n, args=[
-        "--plugin", "tone", "--output-lead-ms", "300", "--redis-url", redis.url,
-        "--vonage-signature-secret", SECRET]) for n in ("a", "b")]
-    try:
-        for gw in made:
-            gw.start()
-        yield made[0], made[1]
-    finally:
-        for gw in made:
-            gw.stop()
+    yield from serving_two(tmp_path, redis, "--vonage-signature-secret", SECRET)
 
 
 async def test_a_second_stream_on_another_process_is_relayed_to_the_owner(
@@ -246,14 +222,11 @@ async def test_a_second_stream_on_another_process_is_relayed_to_the_owner(
         await first.playout.heard(1, (4 + WORDS) * WORD_MS)
         sid = await peek.session_of(first.call_id, "vonage")
         second = await VonageCall.dial(ncco, ws_url=f"ws://{b.address}/v1/vonage/media-stream")
-        await asyncio.wait_for(first.ws.wait_closed(), 10)
-        assert first.ws.close_code == 4000  # replaced by its owner, A
+        await assert_closed(first.ws, 4000)  # replaced by its owner, A
         await say_turn(second)
         await second.playout.heard(1, (4 + WORDS) * WORD_MS)
         assert decode_turn(second.pcm(), RATE) == 2
-        meta = await peek.raw.hgetall(keys.meta(sid))
-        assert (meta["owner"], meta["incarnation"]) == (await a.owner(), "1")
-        assert await b.metric("duplex_resumes_relayed_total") == 1
+        await assert_relayed(peek, a, b, "vonage", first.call_id, sid, relayed_before=0)
     finally:
         await first.close()
         if second is not None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import html
 import json
 import re
@@ -24,7 +23,7 @@ from typing import Any
 import httpx
 import numpy as np
 import websockets
-from carrier_emulator import Playout
+from carrier_emulator import CarrierSocket, Playout
 from websockets.asyncio.client import ClientConnection
 
 from gateway.audio import ulaw_decode, ulaw_encode
@@ -71,7 +70,7 @@ async def webhook(http_base: str, call_sid: str, *, query: str = "",
 
 
 @dataclass
-class Emulator:
+class Emulator(CarrierSocket):
     ws: ClientConnection
     call_sid: str
     stream_sid: str = field(default_factory=lambda: new_sid("MZ"))
@@ -131,8 +130,7 @@ class Emulator:
             "accountSid": "AC" + "0" * 32, "streamSid": self.stream_sid,
             "callSid": self.call_sid, "tracks": ["inbound"], "customParameters": parameters,
             "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1}})
-        self._tasks = [asyncio.create_task(self._read()),
-                       asyncio.create_task(self.playout.play())]
+        self._serve()
 
     async def speak(self, ulaw: bytes, *, realtime: bool = False) -> None:
         """Send ``ulaw`` as 20 ms media frames (at Twilio's cadence with ``realtime``)."""
@@ -140,9 +138,7 @@ class Emulator:
             self.chunk += 1
             stamp = (self.chunk - 1) * 20
             if realtime:
-                delay = self.started_at + stamp / 1000 - time.monotonic()
-                if delay > 0:
-                    await asyncio.sleep(delay)  # pacing the caller's voice, not syncing
+                await self._pace(stamp)
             await self._send("media", media={
                 "track": "inbound", "chunk": str(self.chunk), "timestamp": str(stamp),
                 "payload": base64.b64encode(ulaw[start:start + FRAME_BYTES]).decode()})
@@ -153,12 +149,6 @@ class Emulator:
     async def stop(self) -> None:
         await self._send("stop", stop={"accountSid": "AC" + "0" * 32,
                                        "callSid": self.call_sid})
-
-    async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        with contextlib.suppress(Exception):
-            await self.ws.close()
 
     # -- gateway → Twilio --------------------------------------------------------------
 

@@ -11,7 +11,6 @@ it has played, and on ``clear`` drops the buffer and answers ``websocket:cleared
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
 import uuid
@@ -21,12 +20,13 @@ from typing import Any
 import httpx
 import numpy as np
 import websockets
-from carrier_emulator import Playout
+from carrier_emulator import CarrierSocket, Playout
 from websockets.asyncio.client import ClientConnection
 
 from gateway.telephony.vonage import sign
 
 RATE = 16000
+FRAME_MS = 20
 FRAME_BYTES = 640  # 20 ms at 16 kHz
 SECRET = "vonage-signature-secret-" + "0" * 16
 
@@ -55,7 +55,7 @@ async def answer(http_base: str, call_id: str, *, query: str = "", secret: str =
 
 
 @dataclass
-class VonageCall:
+class VonageCall(CarrierSocket):
     ws: ClientConnection
     endpoint: dict[str, Any]  # the NCCO's websocket endpoint
     frames_sent: int = 0
@@ -92,15 +92,12 @@ class VonageCall:
                                        "content-type": self.endpoint["content-type"],
                                        **headers}))
         self.started_at = time.monotonic()
-        self._tasks = [asyncio.create_task(self._read()),
-                       asyncio.create_task(self.playout.play())]
+        self._serve()
 
     async def speak(self, pcm: bytes) -> None:
         """``pcm`` as Vonage sends it: one 20 ms frame a message, at real time."""
         for start in range(0, len(pcm), FRAME_BYTES):
-            delay = self.started_at + self.frames_sent * 0.02 - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)  # pacing the caller's voice, not syncing
+            await self._pace(self.frames_sent * FRAME_MS)
             self.frames_sent += 1
             await self.ws.send(pcm[start:start + FRAME_BYTES].ljust(FRAME_BYTES, b"\x00"))
 
@@ -114,12 +111,6 @@ class VonageCall:
     async def _ack(self, name: str) -> None:
         await self.ws.send(json.dumps({"event": "websocket:notify",
                                        "payload": {"name": name}}))
-
-    async def close(self, code: int = 1000) -> None:
-        for task in self._tasks:
-            task.cancel()
-        with contextlib.suppress(Exception):
-            await self.ws.close(code)
 
     # -- gateway → Vonage --------------------------------------------------------------
 
