@@ -16,127 +16,36 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 import pytest_asyncio
-from llamacpp_helpers import Router, prefills_of, running
+from echo_adapter import (
+    WITHDRAW,
+    Boom,
+    Canned,
+    Ctx,
+    EchoAdapter,
+    Gen,
+    Guess,
+    Piece,
+    Tiny,
+    fresh,
+    pieces,
+)
+from llamacpp_helpers import prefills_of, running
 
-from duplex.fence import Fence
 from engines import build_engine
 from engines.base import Backpressure, StageOutput, UnknownRequest
 from engines.llamacpp import MAX_PENDING_INPUTS, LlamaCppEngine
-from engines.stages import LlamaCppStage, PromptChunk, StageResult
+from engines.stages import LlamaCppStage
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300),
               pytest.mark.asyncio(loop_scope="module")]
 
 N_CTX = 512
 SYSTEM = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
-
-
-# -- a test adapter: payloads say exactly which chunk to send ------------------------
-
-
-@dataclass(frozen=True)
-class Ctx:
-    text: str
-
-
-@dataclass(frozen=True)
-class Gen:
-    label: str
-    text: str
-    n: int
-    sampling: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class Guess:
-    text: str
-    n: int
-    sampling: dict[str, Any] | None = None
-
-
-WITHDRAW = object()
-
-
-@dataclass(frozen=True)
-class Canned:
-    label: str
-
-
-@dataclass(frozen=True)
-class Boom:
-    where: str  # "plan" or "text"
-
-
-@dataclass
-class EchoState:
-    fence: Fence
-    closed: bool = False
-    boom_in_text: bool = False
-
-
-@dataclass(frozen=True)
-class Piece:
-    label: str
-    delta: str
-    finished: bool
-
-
-@dataclass
-class EchoAdapter:
-    restarts: list[tuple[str, int]] = field(default_factory=list)
-    allow_restart: bool = True
-    threads: set[str] = field(default_factory=set)
-    states: list[EchoState] = field(default_factory=list)
-
-    def open(self, fence: Fence) -> EchoState:
-        state = EchoState(fence)
-        self.states.append(state)
-        return state
-
-    def plan(self, state: EchoState, payload: Any) -> PromptChunk | None:
-        self.threads.add(threading.current_thread().name)
-        match payload:
-            case Ctx(text=text):
-                return PromptChunk(text)
-            case Gen(label=label, text=text, n=n, sampling=sampling):
-                return PromptChunk(text, generate=True, max_tokens=n, tag=label,
-                                   sampling=sampling)
-            case _ if payload is WITHDRAW:
-                return PromptChunk(speculative=True)
-            case Guess(text=text, n=n, sampling=sampling):
-                return PromptChunk(text, generate=True, max_tokens=n, tag="guess",
-                                   speculative=True, sampling=sampling)
-            case Canned(label=label):
-                return PromptChunk(f"canned {label}", emit=(StageResult(Piece(label, "", True)),))
-            case Boom(where="plan"):
-                raise RuntimeError("plan exploded")
-            case Boom(where="text"):
-                state.boom_in_text = True
-                return PromptChunk("boom", generate=True, max_tokens=4, tag="boom")
-        return None
-
-    def on_text(self, state: EchoState, chunk: PromptChunk, delta: str,
-                finished: bool) -> Sequence[StageResult]:
-        self.threads.add(threading.current_thread().name)
-        if state.boom_in_text:
-            raise RuntimeError("on_text exploded")
-        return [StageResult(Piece(chunk.tag, delta, finished))]
-
-    def restart(self, state: EchoState, chunk: PromptChunk, budget: int,
-                count_tokens: Callable[[str], int]) -> PromptChunk | None:
-        self.restarts.append((str(chunk.tag), budget))
-        if not self.allow_restart:
-            return None
-        return replace(chunk, text=SYSTEM + chunk.text)
-
-    def close(self, state: EchoState) -> None:
-        state.closed = True
 
 
 # -- fixtures ------------------------------------------------------------------------
@@ -159,45 +68,15 @@ def make_engine(adapter: EchoAdapter) -> LlamaCppEngine:
     return engine
 
 
-@dataclass
-class Tiny:
-    engine: LlamaCppEngine
-    adapter: EchoAdapter
-    router: Router
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def tiny() -> AsyncIterator[Tiny]:
-    adapter = EchoAdapter()
+    adapter = EchoAdapter(restart_prefix=SYSTEM)
     engine = make_engine(adapter)
     assert engine.readiness() == "stage tiny: not started"
     async with running(engine) as router:
         yield Tiny(engine, adapter, router)
     assert engine.readiness() == "stage tiny stopped"
     assert not any(t.name.startswith("stage1-tiny-") for t in threading.enumerate())
-
-
-_ids = iter(range(1_000_000))
-
-
-def fresh(prefix: str = "t") -> tuple[str, Fence]:
-    n = next(_ids)
-    return f"{prefix}{n}.s1", Fence(f"{prefix}{n}", 0, 0, 0)
-
-
-async def pieces(t: Tiny, rid: str, count: int, timeout: float = 120) -> list[Piece]:
-    """The next ``count`` finished generations of ``rid`` (all their pieces)."""
-    out: list[Piece] = []
-    done = 0
-    while done < count:
-        o = await t.router.next(rid, timeout)
-        assert o.error is None, o.error
-        assert o.result is not None
-        piece = o.result.payload
-        assert isinstance(piece, Piece)
-        out.append(piece)
-        done += piece.finished
-    return out
 
 
 def user(text: str) -> str:

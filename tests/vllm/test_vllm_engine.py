@@ -10,124 +10,23 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
-from vllm_helpers import Router, build_tiny_model, running
+from echo_adapter import Boom, Canned, Ctx, EchoAdapter, Gen, Guess, Piece, Tiny, fresh, pieces
+from vllm_helpers import build_tiny_model, running
 
 from duplex.fence import Fence
 from engines.base import StageOutput, UnknownRequest
-from engines.stages import PromptChunk, StageResult
 from engines.vllm import VllmEngine, make_async_llm
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300),
               pytest.mark.asyncio(loop_scope="module")]
 
 MAX_MODEL_LEN = 256
-
-
-# -- a test adapter: payloads say exactly which chunk to send ------------------------
-
-
-@dataclass(frozen=True)
-class Ctx:
-    text: str
-
-
-@dataclass(frozen=True)
-class Gen:
-    label: str
-    text: str
-    n: int
-
-
-@dataclass(frozen=True)
-class Guess:
-    label: str
-    text: str
-    n: int
-
-
-@dataclass(frozen=True)
-class Canned:
-    label: str
-
-
-@dataclass(frozen=True)
-class Boom:
-    where: str  # "plan" or "text"
-
-
-@dataclass
-class EchoState:
-    fence: Fence
-    plans: list[Any] = field(default_factory=list)
-    closed: bool = False
-    boom_in_text: bool = False
-
-
-@dataclass(frozen=True)
-class Piece:
-    """An output: which generating chunk it belongs to and its text delta."""
-
-    label: str
-    delta: str
-    finished: bool
-
-
-class EchoAdapter:
-    def __init__(self) -> None:
-        self.restarts: list[tuple[str, int]] = []
-        self.allow_restart = True
-        self.threads: set[str] = set()
-        self.states: list[EchoState] = []
-
-    def open(self, fence: Fence) -> EchoState:
-        state = EchoState(fence)
-        self.states.append(state)
-        return state
-
-    def plan(self, state: EchoState, payload: Any) -> PromptChunk | None:
-        import threading
-
-        self.threads.add(threading.current_thread().name)
-        state.plans.append(payload)
-        match payload:
-            case Ctx(text=text):
-                return PromptChunk(text)
-            case Gen(label=label, text=text, n=n):
-                return PromptChunk(text, generate=True, max_tokens=n, tag=label)
-            case Guess(label=label, text=text, n=n):
-                return PromptChunk(text, generate=True, max_tokens=n, tag=label,
-                                   speculative=True)
-            case Canned(label=label):
-                return PromptChunk(f"canned {label}", emit=(StageResult(Piece(label, "", True)),))
-            case Boom(where="plan"):
-                raise RuntimeError("plan exploded")
-            case Boom(where="text"):
-                state.boom_in_text = True
-                return PromptChunk("boom", generate=True, max_tokens=4, tag="boom")
-        return None
-
-    def on_text(self, state: EchoState, chunk: PromptChunk, delta: str,
-                finished: bool) -> Sequence[StageResult]:
-        if state.boom_in_text:
-            raise RuntimeError("on_text exploded")
-        return [StageResult(Piece(chunk.tag, delta, finished))]
-
-    def restart(self, state: EchoState, chunk: PromptChunk, budget: int,
-                count_tokens: Callable[[str], int]) -> PromptChunk | None:
-        self.restarts.append((str(chunk.tag), budget))
-        if not self.allow_restart:
-            return None
-        return replace(chunk, text="<|im_start|>restarted " + chunk.text)
-
-    def close(self, state: EchoState) -> None:
-        state.closed = True
 
 
 # -- fixtures ------------------------------------------------------------------------
@@ -138,16 +37,9 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("tiny-llama"))
 
 
-@dataclass
-class Tiny:
-    engine: VllmEngine
-    adapter: EchoAdapter
-    router: Router
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def tiny(tiny_model: Path) -> AsyncIterator[Tiny]:
-    adapter = EchoAdapter()
+    adapter = EchoAdapter(restart_prefix="<|im_start|>restarted ")
     engine = VllmEngine(
         1, "tiny", adapter,
         make_async_llm(str(tiny_model), dtype="bfloat16", max_model_len=MAX_MODEL_LEN,
@@ -155,29 +47,6 @@ async def tiny(tiny_model: Path) -> AsyncIterator[Tiny]:
         sampling={"temperature": 0.0, "ignore_eos": True})
     async with running(engine) as router:
         yield Tiny(engine, adapter, router)
-
-
-_ids = iter(range(1_000_000))
-
-
-def fresh(prefix: str = "t") -> tuple[str, Fence]:
-    n = next(_ids)
-    return f"{prefix}{n}.s1", Fence(f"{prefix}{n}", 0, 0, 0)
-
-
-async def pieces(t: Tiny, rid: str, count: int, timeout: float = 60) -> list[Piece]:
-    """The next ``count`` finished generations of ``rid`` (all their pieces)."""
-    out: list[Piece] = []
-    done = 0
-    while done < count:
-        o = await t.router.next(rid, timeout)
-        assert o.error is None, o.error
-        assert o.result is not None
-        piece = o.result.payload
-        assert isinstance(piece, Piece)
-        out.append(piece)
-        done += piece.finished
-    return out
 
 
 # -- tests ---------------------------------------------------------------------------
@@ -219,7 +88,7 @@ async def test_guesses_are_ignored(tiny: Tiny) -> None:
     """vLLM runs no guesses: a speculative chunk adds nothing, says nothing."""
     rid, fence = fresh()
     await tiny.engine.submit_initial(rid, fence, Ctx("<|im_start|>system\nhi<|im_end|>\n"))
-    await tiny.engine.submit_update(rid, Guess("guess", " a guess", 6))
+    await tiny.engine.submit_update(rid, Guess(" a guess", 6))
     await tiny.engine.submit_update(rid, Gen("T", " turn", 6))
     got = await pieces(tiny, rid, 1)
     assert {p.label for p in got} == {"T"}
