@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from chat_helpers import TOOLS, Chat, running_engine
-from conftest import FakeServer
+from model_servers import FakeServer
 
 from duplex import effects as fx
 from duplex.tools import ToolChoice, ToolSet

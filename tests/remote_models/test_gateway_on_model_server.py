@@ -11,9 +11,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from cascade_turns import cancel_mid_reply, cascade_gateway, one_more_drop, typed
 from client import RealtimeClient
-from conftest import FakeServer, cancel_mid_reply, cascade_gateway, one_more_drop, typed
 from gateway_process import GatewayProcess
+from model_servers import FakeServer
 
 from gateway.audio import resample
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from cascade_turns import cancel_mid_reply, cascade_gateway, one_more_drop, typed
 from client import RealtimeClient, reply_pcm
-from conftest import FakeServer, cancel_mid_reply, cascade_gateway, one_more_drop, typed
 from gateway_process import GatewayProcess
+from model_servers import FakeServer
 
 from gateway.audio import resample
 

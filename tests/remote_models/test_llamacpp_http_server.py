@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from chat_helpers import TOOLS, Chat, running_engine
 from client import RealtimeClient
-from conftest import LlamaCppServer, shipped_model
 from gateway_process import running_cascade
+from model_servers import LlamaCppServer, shipped_model
 
 from gateway.audio import resample
 from plugins.base import Context

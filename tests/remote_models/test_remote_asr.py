@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from client import RealtimeClient
-from conftest import FakeServer
 from gateway_process import running_cascade
+from model_servers import FakeServer
 
 from plugins.cascade.remote_asr import AsrServerError, RemoteAsr
 

@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import FakeServer
+from model_servers import FakeServer
 
 from engines.model_http import ServerDown, ServerRefused, ServerSilent
 from plugins.cascade.remote_tts import RemoteTts

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pytest
 from client import RealtimeClient, eventually, reply_pcm
-from conftest import FakeServer
 from gateway_process import GatewayProcess, running
+from model_servers import FakeServer
 
 from gateway.audio import resample
 
