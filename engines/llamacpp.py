@@ -133,8 +133,7 @@ class LlamaCppEngine(ResumableEngine[_Session]):
         self._sampling = dict(DEFAULT_SAMPLING if sampling is None else sampling)
         self._max_pending = max_pending_inputs
         self._shutdown_timeout = shutdown_timeout
-        self._lock = threading.Lock()  # _Session.unhandled, _stopping
-        self._stopping = False
+        self._lock = threading.Lock()  # _Session.unhandled, the base's _stopping
         self._estimate = TokenEstimate()
         self.prefills: deque[Prefill] = deque(maxlen=PREFILLS_KEPT)
         self.guesses: Counter[str] = Counter()  # started/finished/adopted/dropped
@@ -151,17 +150,11 @@ class LlamaCppEngine(ResumableEngine[_Session]):
         log.info("stage %s (%s): llama.cpp ready in %.1f s", self.stage, self.name,
                  self.init_seconds)
 
-    def readiness(self) -> str:
-        if self._start_error is not None:
-            return f"stage {self.name} failed to start: {self._start_error}"
-        if self._stopping:
-            return f"stage {self.name} stopped"
-        if not self._ready.is_set():
-            return (f"stage {self.name}: loading the model into llama.cpp"
-                    if self._threads.started else f"stage {self.name}: not started")
-        if not self._threads.alive:
-            return f"stage {self.name}: the llama.cpp thread died"
-        return ""
+    def _starting(self) -> str:
+        return "loading the model into llama.cpp" if self._threads.started else ""
+
+    def _failure(self) -> str:
+        return "" if self._threads.alive else "the llama.cpp thread died"
 
     def _new_request(self, request_id: str, tag: Any) -> _Session:
         return _Session(request_id, tag, unhandled=1)  # its first input, to be planned

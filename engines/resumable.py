@@ -8,8 +8,9 @@ open), the output queue, readiness, and the crossing of results back onto the
 caller's loop (``call_soon_threadsafe``), where an output of a request aborted
 meanwhile is dropped. Subclasses say how work is posted to their thread
 (``_post``), how they start and stop, what they keep of a request
-(``_new_request``), and what a planned chunk does (``_accept``) and closing
-(``_close``) mean.
+(``_new_request``), what a planned chunk does (``_accept``) and closing
+(``_close``) mean, and, for readiness, what starting is doing (``_starting``)
+and whether the model still runs (``_failure``).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ class ResumableEngine(Generic[R]):
         self._caller_loop: asyncio.AbstractEventLoop | None = None
         self._ready = asyncio.Event()  # caller side: the model is up (or failed)
         self._start_error: BaseException | None = None
+        self._stopping = False  # set once by ``_stop``, under the subclass's lock
 
     # -- to be provided ---------------------------------------------------------------
 
@@ -77,6 +79,14 @@ class ResumableEngine(Generic[R]):
         raise NotImplementedError
 
     def _close(self, request: R) -> None:
+        raise NotImplementedError
+
+    def _starting(self) -> str:
+        """What bringing the model up is doing; empty before ``run`` began it."""
+        raise NotImplementedError
+
+    def _failure(self) -> str:
+        """Why the started model can no longer serve (it died); empty while it can."""
         raise NotImplementedError
 
     # -- StageEngine ------------------------------------------------------------------
@@ -105,6 +115,17 @@ class ResumableEngine(Generic[R]):
         request = self._new_request(request_id, tag)
         self._requests[request_id] = request
         self._post(self._open, request, payload)
+
+    def readiness(self) -> str:
+        """Empty once the engine can serve, else what it is doing or why not."""
+        if self._start_error is not None:
+            return f"stage {self.name} failed to start: {self._start_error}"
+        if self._stopping:
+            return f"stage {self.name} stopped"
+        if not self._ready.is_set():
+            return f"stage {self.name}: {self._starting() or 'not started'}"
+        failure = self._failure()
+        return f"stage {self.name}: {failure}" if failure else ""
 
     async def wait_ready(self) -> None:
         """Return once the model is up; raise what stopped it from starting.

@@ -135,7 +135,7 @@ class VllmEngine(ResumableEngine[_Session]):
         self._engine_loop: asyncio.AbstractEventLoop | None = None  # set once ready
         self._backlog: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
         self._post_lock = threading.Lock()
-        self._stopping = False  # guarded by _post_lock
+        # _stopping (the base's) is guarded by _post_lock
         self._thread: threading.Thread | None = None
         self._sub_ids = itertools.count()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -143,21 +143,16 @@ class VllmEngine(ResumableEngine[_Session]):
 
     # -- StageEngine -----------------------------------------------------------------
 
-    def readiness(self) -> str:
-        """Empty once the engine can serve, else what it is doing or why not."""
-        if self._start_error is not None:
-            return f"stage {self.name} failed to start: {self._start_error}"
-        if self._stopping:
-            return f"stage {self.name} stopped"
-        if not self._ready.is_set():
-            return (f"stage {self.name}: starting the LLM engine" if self._thread is not None
-                    else f"stage {self.name}: not started")
+    def _starting(self) -> str:
+        return "starting the LLM engine" if self._thread is not None else ""
+
+    def _failure(self) -> str:
         llm = self._llm
         try:
             dead = llm is None or bool(getattr(llm, "errored", False))
         except Exception:  # a half-torn-down AsyncLLM
             dead = True
-        return f"stage {self.name}: the LLM engine died" if dead else ""
+        return "the LLM engine died" if dead else ""
 
     def _new_request(self, request_id: str, tag: Any) -> _Session:
         return _Session(request_id, tag)
