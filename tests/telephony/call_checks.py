@@ -47,3 +47,32 @@ async def assert_relayed(peek: Peek, a: GatewayProcess, b: GatewayProcess, carri
     types = [e["type"] for e in await peek.journal(str(sid))]
     assert types.count("session.created") == 1  # not forked
     assert await b.metric("duplex_resumes_relayed_total") == relayed_before + 1
+
+
+async def assert_ended(peek: Peek, call_id: str, carrier: str, sid: str, reason: str) -> None:
+    """The call's session closed once, last, for ``reason``, and the call is forgotten."""
+    journal = await peek.journal(sid)
+    types = [e["type"] for e in journal]
+    assert types.count("session.closed") == 1 and types[-1] == "session.closed"
+    assert journal[-1]["reason"] == reason
+    assert await peek.session_of(call_id, carrier) is None
+
+
+async def keys_pressed(peek: Peek, sid: str | None) -> list[str]:
+    """The caller's keys, as the session's journal has them."""
+    return [e["event"] for e in await peek.journal(str(sid))
+            if e["type"] == "input_audio_buffer.dtmf_event_received"]
+
+
+async def assert_truncated_once(peek: Peek, sid: str | None, floor: float, heard: list[float],
+                                sent: float) -> float:
+    """The barged-in reply was truncated once: at or after ``floor`` (echoed before the
+    barge-in), at most the last point ``heard`` (echoed before the clear), short of
+    what was ``sent``. Where, in ms."""
+    truncs = [e for e in await peek.journal(str(sid))
+              if e["type"] == "conversation.item.truncated"]
+    assert len(truncs) == 1
+    end_ms: float = truncs[0]["audio_end_ms"]
+    assert floor - 1 <= end_ms <= heard[-1]
+    assert end_ms < sent  # some was sent, flushed, never heard
+    return end_ms

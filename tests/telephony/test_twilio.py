@@ -9,7 +9,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 import websockets
-from call_checks import assert_closed
+from call_checks import assert_closed, assert_ended
 from gateway_process import GatewayProcess
 from twilio_emulator import (
     Emulator,
@@ -56,11 +56,7 @@ async def test_full_turn(gateway: GatewayProcess, peek: Peek) -> None:
         assert sid is not None
         await em.stop()
         await asyncio.wait_for(em.ws.wait_closed(), 10)
-        journal = await peek.journal(sid)
-        types = [e["type"] for e in journal]
-        assert types.count("session.closed") == 1 and types[-1] == "session.closed"
-        assert journal[-1]["reason"] == "twilio_stop"
-        assert await peek.session_of(em.call_sid) is None
+        await assert_ended(peek, em.call_sid, "twilio", sid, "twilio_stop")
     finally:
         await em.close()
 

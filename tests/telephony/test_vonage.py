@@ -11,7 +11,14 @@ from typing import Any
 
 import httpx
 import pytest
-from call_checks import assert_closed, assert_relayed, assert_resumed, assert_route_off
+from call_checks import (
+    assert_closed,
+    assert_relayed,
+    assert_resumed,
+    assert_route_off,
+    assert_truncated_once,
+    keys_pressed,
+)
 from carrier_emulator import pcm_silence, pcm_tone, point_ms
 from gateway_process import GatewayProcess
 from redis_server import RedisServer
@@ -105,13 +112,9 @@ async def test_barge_in_clears_and_truncates_to_the_notifies_heard(
         await p.until(lambda: len(p.response_ids()) >= 2)  # the answer to the barge-in
         assert {"action": "clear"} in call.texts
         sid = await peek.session_of(call.call_id, "vonage")
-        journal = await peek.journal(str(sid))
-        truncs = [e for e in journal if e["type"] == "conversation.item.truncated"]
-        assert len(truncs) == 1
-        end_ms = truncs[0]["audio_end_ms"]
-        assert floor - 1 <= end_ms <= heard[-1]  # the notifies echoed before the clear
-        assert any(abs(end_ms - int(h)) < 1 for h in heard)
-        assert end_ms < point_ms(p.points_of(first)[-1])  # sent, dropped, not heard
+        sent = point_ms(p.points_of(first)[-1])
+        end_ms = await assert_truncated_once(peek, sid, floor, heard, sent)
+        assert any(abs(end_ms - int(h)) < 1 for h in heard)  # at a notify echoed
     finally:
         await call.close()
 
@@ -126,9 +129,7 @@ async def test_dtmf_is_conversation_input(vonage_gw: GatewayProcess, peek: Peek)
         await call.dtmf("#")
         await say_turn(call)  # a turn after the digits: they are in the journal by then
         await call.playout.heard(2, 200)
-        journal = await peek.journal(str(sid))
-        dtmf = [e for e in journal if e["type"] == "input_audio_buffer.dtmf_event_received"]
-        assert [e["event"] for e in dtmf] == ["7", "#"]
+        assert await keys_pressed(peek, sid) == ["7", "#"]
     finally:
         await call.close()
 
