@@ -14,6 +14,7 @@ alike with its end of the media socket.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import time
 from abc import ABC, abstractmethod
@@ -143,6 +144,18 @@ class CarrierSocket(ABC):
         delay = self.started_at + at_ms / 1000 - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)  # pacing the caller's voice, not syncing
+
+    async def _play(self, msg: dict[str, Any]) -> None:
+        """A message of the media-stream protocol Twilio set (Telnyx and Exotel follow
+        it): ``media`` audio is buffered, a ``mark`` is a playback point, a ``clear``
+        drops what is buffered."""
+        match msg["event"]:
+            case "media":
+                await self.playout.audio_in(base64.b64decode(msg["media"]["payload"]))
+            case "mark":
+                await self.playout.point_in(msg["mark"]["name"])
+            case "clear":
+                await self.playout.clear()
 
     def _stop_tasks(self) -> None:
         for task in self._tasks:

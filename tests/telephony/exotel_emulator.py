@@ -113,10 +113,4 @@ class ExotelCall(CarrierSocket):
             msg = json.loads(raw)
             assert msg.get("stream_sid") == self.stream_sid, msg
             self.received.append(msg)
-            match msg["event"]:
-                case "media":
-                    await self.playout.audio_in(base64.b64decode(msg["media"]["payload"]))
-                case "mark":
-                    await self.playout.point_in(msg["mark"]["name"])
-                case "clear":
-                    await self.playout.clear()
+            await self._play(msg)

@@ -150,13 +150,7 @@ class TelnyxEmulator(CarrierSocket):
         async for raw in self.ws:
             msg = json.loads(raw)
             self.received.append(msg)
-            match msg["event"]:
-                case "media":
-                    await self.playout.audio_in(base64.b64decode(msg["media"]["payload"]))
-                case "mark":
-                    await self.playout.point_in(msg["mark"]["name"])
-                case "clear":
-                    await self.playout.clear()
+            await self._play(msg)
 
     def pcm(self) -> np.ndarray:
         data = bytes(self.playout.audio)

@@ -160,13 +160,7 @@ class Emulator(CarrierSocket):
             msg = json.loads(raw)
             assert msg.get("streamSid") == self.stream_sid, msg
             self.received.append(msg)
-            match msg["event"]:
-                case "media":
-                    await self.playout.audio_in(base64.b64decode(msg["media"]["payload"]))
-                case "mark":
-                    await self.playout.point_in(msg["mark"]["name"])
-                case "clear":
-                    await self.playout.clear()
+            await self._play(msg)
             await self.playout.notify()
 
     # -- waiting on what the gateway did ------------------------------------------------
