@@ -23,21 +23,27 @@ import pytest
 import pytest_asyncio
 from echo_adapter import (
     WITHDRAW,
-    Boom,
-    Canned,
     Ctx,
     EchoAdapter,
     Gen,
     Guess,
-    Piece,
     Tiny,
     fresh,
     pieces,
 )
+from engine_checks import (
+    check_canned_output_waits,
+    check_full_context_restarts,
+    check_full_context_without_restart_fails,
+    check_on_text_failure_fails_the_request,
+    check_plan_failure_fails_only_its_request,
+    check_start_failure_fails_waiting_requests,
+    no_such_model,
+)
 from llamacpp_helpers import prefills_of, running
 
 from engines import build_engine
-from engines.base import Backpressure, StageOutput, UnknownRequest
+from engines.base import Backpressure, UnknownRequest
 from engines.llamacpp import MAX_PENDING_INPUTS, LlamaCppEngine
 from engines.stages import LlamaCppStage
 
@@ -140,13 +146,7 @@ async def test_each_turn_prefills_only_its_own_tokens(tiny: Tiny) -> None:
 
 
 async def test_canned_output_waits_for_earlier_generation(tiny: Tiny) -> None:
-    rid, fence = fresh()
-    await tiny.engine.submit_initial(rid, fence, Gen("G", SYSTEM + user("Name a colour."), 10))
-    await tiny.engine.submit_update(rid, Canned("C"))
-    got = await pieces(tiny, rid, 2)
-    assert got[-1] == Piece("C", "", True)
-    assert all(p.label == "G" for p in got[:-1])
-    await tiny.engine.abort([rid])
+    await check_canned_output_waits(tiny, SYSTEM + user("Name a colour."))
 
 
 async def test_abort_stops_outputs_and_frees_the_slot(tiny: Tiny) -> None:
@@ -216,85 +216,30 @@ async def test_backpressure_refuses_inputs_beyond_the_limit(tiny: Tiny) -> None:
 
 
 async def test_plan_failure_fails_only_that_request(tiny: Tiny) -> None:
-    bad, bad_fence = fresh()
-    good, good_fence = fresh()
-    await tiny.engine.submit_initial(bad, bad_fence, Ctx(SYSTEM))
-    await tiny.engine.submit_initial(good, good_fence, Ctx(SYSTEM))
-    await tiny.engine.submit_update(bad, Boom("plan"))
-    out = await tiny.router.next(bad)
-    assert out.result is None and out.error is not None and "plan exploded" in out.error
-    assert not tiny.engine.has_request(bad)
-    with pytest.raises(UnknownRequest):
-        await tiny.engine.submit_update(bad, Ctx("z"))
-    await tiny.engine.submit_update(good, Gen("ok", user("Hi."), 3))
-    assert (await pieces(tiny, good, 1))[-1].finished
-    await tiny.engine.abort([good])
+    await check_plan_failure_fails_only_its_request(tiny, SYSTEM, user("Hi."))
 
 
 async def test_on_text_failure_fails_the_request(tiny: Tiny) -> None:
-    rid, fence = fresh()
-    await tiny.engine.submit_initial(rid, fence, Boom("text"))
-    out = await tiny.router.next(rid)
-    assert out.error is not None and "on_text exploded" in out.error
-    assert not tiny.engine.has_request(rid)
+    await check_on_text_failure_fails_the_request(tiny)
 
 
 async def test_full_context_restarts_the_request(tiny: Tiny) -> None:
-    rid, fence = fresh()
-    before = len(tiny.adapter.restarts)
-    await tiny.engine.submit_initial(rid, fence, Ctx(SYSTEM))
-    turns = 14  # ≈ 14 × (≈25 prompt + 30 generated) tokens: more than 512
-    for turn in range(turns):
-        await tiny.engine.submit_update(rid, Gen(f"R{turn}", "<|im_end|>\n" * bool(turn) + user(
-            f"Tell me a fact about the number {turn}."), 30))
-        got = await pieces(tiny, rid, 1)
-        assert got[-1].label == f"R{turn}" and got[-1].finished
-    restarts = tiny.adapter.restarts[before:]
-    assert restarts, "the context never filled"
-    assert all(budget == N_CTX - 30 for _, budget in restarts)
+    # ≈ 14 × (≈25 prompt + 30 generated) tokens: more than 512
+    rid = await check_full_context_restarts(
+        tiny, SYSTEM, lambda n: "<|im_end|>\n" * bool(n) + user(
+            f"Tell me a fact about the number {n}."), turns=14, budget=N_CTX - 30)
     assert all(p.usage.prompt_tokens + p.usage.completion_tokens <= N_CTX
                for p in prefills_of(tiny.engine, rid))
-    assert tiny.engine.has_request(rid)
-    await tiny.engine.abort([rid])
 
 
 async def test_full_context_without_restart_fails_cleanly(tiny: Tiny) -> None:
-    rid, fence = fresh()
-    tiny.adapter.allow_restart = False
-    try:
-        await tiny.engine.submit_initial(rid, fence, Ctx(SYSTEM))
-        error: str | None = None
-        for turn in range(30):
-            await tiny.engine.submit_update(rid, Gen(f"F{turn}", user(f"Fact {turn}?"), 30))
-            out: StageOutput | None = None
-            while True:
-                out = await tiny.router.next(rid)
-                if out.error is not None or (out.result and out.result.payload.finished):
-                    break
-            if out.error is not None:
-                error = out.error
-                break
-        assert error is not None and "context full" in error
-        assert not tiny.engine.has_request(rid)
-    finally:
-        tiny.adapter.allow_restart = True
+    await check_full_context_without_restart_fails(
+        tiny, SYSTEM, lambda n: user(f"Fact {n}?"), turns=30)
 
 
 async def test_start_failure_fails_waiting_requests() -> None:
-    def broken() -> Any:
-        raise OSError("no such model")
-
-    engine = LlamaCppEngine(1, "broken", EchoAdapter(), broken, n_ctx=N_CTX, parallel=1)
-    rid, fence = fresh("broken")
-    await engine.submit_initial(rid, fence, Ctx("x"))
-    task = asyncio.create_task(engine.run())
-    out = await asyncio.wait_for(anext(engine.outputs()), 30)
-    assert out.error is not None and "no such model" in out.error
-    with pytest.raises(OSError):
-        await task
-    with pytest.raises(RuntimeError):
-        await engine.wait_ready()
-    assert "failed to start" in engine.readiness() and "no such model" in engine.readiness()
+    await check_start_failure_fails_waiting_requests(
+        LlamaCppEngine(1, "broken", EchoAdapter(), no_such_model, n_ctx=N_CTX, parallel=1))
 
 
 async def test_a_missing_model_file_fails_the_start(tmp_path: Any) -> None:

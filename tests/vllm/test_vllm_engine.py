@@ -12,15 +12,23 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import pytest_asyncio
-from echo_adapter import Boom, Canned, Ctx, EchoAdapter, Gen, Guess, Piece, Tiny, fresh, pieces
+from echo_adapter import Ctx, EchoAdapter, Gen, Guess, Tiny, fresh, pieces
+from engine_checks import (
+    check_canned_output_waits,
+    check_full_context_restarts,
+    check_full_context_without_restart_fails,
+    check_on_text_failure_fails_the_request,
+    check_plan_failure_fails_only_its_request,
+    check_start_failure_fails_waiting_requests,
+    no_such_model,
+)
 from vllm_helpers import build_tiny_model, running
 
 from duplex.fence import Fence
-from engines.base import StageOutput, UnknownRequest
+from engines.base import UnknownRequest
 from engines.vllm import VllmEngine, make_async_llm
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300),
@@ -96,13 +104,7 @@ async def test_guesses_are_ignored(tiny: Tiny) -> None:
 
 
 async def test_canned_output_waits_for_earlier_generation(tiny: Tiny) -> None:
-    rid, fence = fresh()
-    await tiny.engine.submit_initial(rid, fence, Gen("G", "import os", 10))
-    await tiny.engine.submit_update(rid, Canned("C"))
-    got = await pieces(tiny, rid, 2)
-    assert got[-1] == Piece("C", "", True)
-    assert all(p.label == "G" for p in got[:-1])
-    await tiny.engine.abort([rid])
+    await check_canned_output_waits(tiny, "import os")
 
 
 async def test_abort_stops_outputs_and_forgets_the_request(tiny: Tiny) -> None:
@@ -176,65 +178,23 @@ async def test_batched_identical_requests_give_identical_text(tiny: Tiny) -> Non
 
 
 async def test_plan_failure_fails_only_that_request(tiny: Tiny) -> None:
-    bad, bad_fence = fresh()
-    good, good_fence = fresh()
-    await tiny.engine.submit_initial(bad, bad_fence, Ctx("x"))
-    await tiny.engine.submit_initial(good, good_fence, Ctx("y"))
-    await tiny.engine.submit_update(bad, Boom("plan"))
-    out = await tiny.router.next(bad)
-    assert out.result is None and out.error is not None and "plan exploded" in out.error
-    assert not tiny.engine.has_request(bad)
-    with pytest.raises(UnknownRequest):
-        await tiny.engine.submit_update(bad, Ctx("z"))
-    await tiny.engine.submit_update(good, Gen("ok", " fine", 3))
-    assert (await pieces(tiny, good, 1))[-1].finished
-    await tiny.engine.abort([good])
+    await check_plan_failure_fails_only_its_request(tiny, "x", " fine")
 
 
 async def test_on_text_failure_fails_the_request(tiny: Tiny) -> None:
-    rid, fence = fresh()
-    await tiny.engine.submit_initial(rid, fence, Boom("text"))
-    out = await tiny.router.next(rid)
-    assert out.error is not None and "on_text exploded" in out.error
-    assert not tiny.engine.has_request(rid)
+    await check_on_text_failure_fails_the_request(tiny)
 
 
 async def test_full_context_restarts_the_request(tiny: Tiny) -> None:
-    rid, fence = fresh()
-    before = len(tiny.adapter.restarts)
-    await tiny.engine.submit_initial(rid, fence, Ctx("<|im_start|>system\nlong chat<|im_end|>\n"))
-    turns = 12  # ≈ 12 × (≈5 prompt + 30 generated) tokens: more than 256
-    for turn in range(turns):
-        await tiny.engine.submit_update(rid, Gen(f"R{turn}", f" turn {turn}", 30))
-        got = await pieces(tiny, rid, 1)
-        assert got[-1].label == f"R{turn}" and got[-1].finished
-    restarts = tiny.adapter.restarts[before:]
-    assert restarts, "the context never filled"
-    assert all(budget == MAX_MODEL_LEN - 30 for _, budget in restarts)
-    assert tiny.engine.has_request(rid)
-    await tiny.engine.abort([rid])
+    # ≈ 12 × (≈5 prompt + 30 generated) tokens: more than 256
+    await check_full_context_restarts(tiny, "<|im_start|>system\nlong chat<|im_end|>\n",
+                                      lambda n: f" turn {n}", turns=12,
+                                      budget=MAX_MODEL_LEN - 30)
 
 
 async def test_full_context_without_restart_fails_cleanly(tiny: Tiny) -> None:
-    rid, fence = fresh()
-    tiny.adapter.allow_restart = False
-    try:
-        await tiny.engine.submit_initial(rid, fence, Ctx("<|im_start|>system\nx<|im_end|>\n"))
-        error: str | None = None
-        for turn in range(20):
-            await tiny.engine.submit_update(rid, Gen(f"F{turn}", f" turn {turn}", 30))
-            out: StageOutput | None = None
-            while True:
-                out = await tiny.router.next(rid)
-                if out.error is not None or (out.result and out.result.payload.finished):
-                    break
-            if out.error is not None:
-                error = out.error
-                break
-        assert error is not None and "context full" in error
-        assert not tiny.engine.has_request(rid)
-    finally:
-        tiny.adapter.allow_restart = True
+    await check_full_context_without_restart_fails(
+        tiny, "<|im_start|>system\nx<|im_end|>\n", lambda n: f" turn {n}", turns=20)
 
 
 async def test_shutdown_stops_thread_and_engine_core(tiny_model: Path) -> None:
@@ -287,18 +247,5 @@ def _alive(pids: set[int]) -> list[int]:
 
 
 async def test_start_failure_fails_waiting_requests() -> None:
-    def broken() -> Any:
-        raise OSError("no such model")
-
-    engine = VllmEngine(1, "broken", EchoAdapter(), broken)
-    rid, fence = fresh("broken")
-    await engine.submit_initial(rid, fence, Ctx("x"))
-    task = asyncio.create_task(engine.run())
-    outputs = engine.outputs()
-    out = await asyncio.wait_for(anext(outputs), 30)
-    assert out.error is not None and "no such model" in out.error
-    with pytest.raises(OSError):
-        await task
-    with pytest.raises(RuntimeError):
-        await engine.wait_ready()
-    assert "failed to start" in engine.readiness() and "no such model" in engine.readiness()
+    await check_start_failure_fails_waiting_requests(
+        VllmEngine(1, "broken", EchoAdapter(), no_such_model))
