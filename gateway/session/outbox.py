@@ -39,7 +39,7 @@ MAX_REASON_CHARS = 256  # a client's session.close reason, as the terminal repea
 class Outbox:
     def __init__(self, journal: Journal, *, fence: Callable[[], Fence],
                  on_send_failed: Callable[[Attachment], None], metrics: Metrics,
-                 clock: Clock, renew_every_s: float) -> None:
+                 clock: Clock) -> None:
         self.journal = journal
         self._store = journal.store
         self._sid = journal.session_id
@@ -47,7 +47,6 @@ class Outbox:
         self._on_send_failed = on_send_failed
         self._metrics = metrics
         self._clock = clock
-        self._renew_every_s = renew_every_s
         self._history = HistoryWrites(journal.store, journal.ownership)
         self._attachment: Attachment | None = None
         self._latest: Attachment | None = None  # the last socket attached, gone or not
@@ -212,11 +211,11 @@ class Outbox:
 
     # -- the store ---------------------------------------------------------------------
 
-    def renew(self, *, force: bool) -> Awaitable[None] | None:
-        """The lease renewal (I3) to await, at most every ``renew_every_s`` (``force``:
-        now); None when none is due. A journal append renews the lease too, so only
+    def renew(self) -> Awaitable[None]:
+        """The lease renewal (I3) to await. The runner asks for it only once one is
+        due (``journal.renewed_at``): a journal append renews the lease too, so only
         a session that journaled nothing lately makes this round trip."""
-        return self.journal.renewal(self._renew_every_s, force=force)
+        return self.journal.renewal()
 
     async def keep_epoch(self, epoch: int) -> None:
         await self.journal.keep_epoch(epoch)

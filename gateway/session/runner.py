@@ -62,10 +62,12 @@ class SessionRunner(SessionHandle):
             # outbox, and a reference back would keep an ended session's state until
             # a full collection (gateway/heap.py)
             Outbox(journal, fence=lambda: core.fence, on_send_failed=inbox.detach,
-                   metrics=metrics, clock=clock, renew_every_s=limits.renew_every_s),
+                   metrics=metrics, clock=clock),
             SessionMachine(core, plugin, metrics, clock), plugin)
         self.orch = orchestrator
         self.limits = limits
+        self._journal = journal  # the outbox's: when it last renewed the lease
+        self._wall = clock.wall
         self.session_id = journal.session_id
         self.opened_at: float | None = None  # when the session opened (its lifetime's start)
         self.record: SessionRecord | None = None  # as restored from Redis, if it was
@@ -120,8 +122,11 @@ class SessionRunner(SessionHandle):
         """What ``action`` takes: done here if it needs no wait, else the awaitable
         that does it (an append's lease check, 50 a second, makes no coroutine)."""
         match action:
-            case a.Renew():
-                return self.outbox.renew(force=action.force)
+            case a.Renew():  # an append's (50 a second): a comparison, until one is due
+                if (action.force or self._wall() - self._journal.renewed_at
+                        >= self.limits.renew_every_s):
+                    return self.outbox.renew()
+                return None
             case a.Publish():
                 return self.outbox.publish(action.events, action.writes)
             case a.Submit():
