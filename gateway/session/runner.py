@@ -96,8 +96,8 @@ class SessionRunner(SessionHandle):
         """Take the items ready now, each as far as its actions go without a wait;
         the rest of the first that must wait, to await (None: nothing is left)."""
         while not self.closed.is_set() and (item := self.inbox.ready()) is not None:
-            actions = self.machine.take(item)
             try:
+                actions = iter(self.machine.take(item))
                 for action in actions:
                     pending = self._carry_out(action)
                     if pending is not None:
