@@ -87,8 +87,9 @@ class CallCount:
     def __init__(self) -> None:
         self.python: collections.Counter[str] = collections.Counter()
         self.builtins = 0
-        self.own: collections.Counter[str] = collections.Counter()  # of the Python calls, those of the tree's own code (not the
-        # event loop's, the libraries' or the harness's): what this tree changes
+        # of the Python calls, those of the tree's own code (not the event loop's,
+        # the libraries' or the harness's): what a change to the tree moves
+        self.own: collections.Counter[str] = collections.Counter()
 
     def hook(self, frame: Any, event: str, arg: Any) -> None:
         if event == "call":
