@@ -85,17 +85,19 @@ class SessionRunner(SessionHandle):
             self.inbox.expire_at(self.opened_at + self.limits.max_session_s)
         try:
             while not self.closed.is_set():
-                rest = self._take()
+                rest = self._take(None)
                 if rest is None:  # parked: the inbox hands items to _take as they come
                     rest = await self.inbox.wait(self._take)
                 await rest
         finally:
             self.inbox.close()
 
-    def _take(self) -> Awaitable[None] | None:
-        """Take the items ready now, each as far as its actions go without a wait;
-        the rest of the first that must wait, to await (None: nothing is left)."""
-        while not self.closed.is_set() and (item := self.inbox.ready()) is not None:
+    def _take(self, item: Any) -> Awaitable[None] | None:
+        """Take ``item`` (a command the inbox handed over, or None), then the items
+        ready now, each as far as its actions go without a wait; the rest of the
+        first that must wait, to await (None: nothing is left)."""
+        ready, closed = self.inbox.ready, self.closed
+        while not closed.is_set() and (item is not None or (item := ready()) is not None):
             try:
                 actions = iter(self.machine.take(item))
                 for action in actions:
@@ -104,6 +106,7 @@ class SessionRunner(SessionHandle):
                         return self._rest_of(item, pending, actions)
             except Exception as exc:
                 return self._failed(item, exc)
+            item = None
         return None
 
     async def _rest_of(self, item: Any, pending: Awaitable[object],
