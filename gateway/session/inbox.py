@@ -26,7 +26,8 @@ media's head once due) until nothing is, then parks (``wait``). While it is
 parked, a put or a deadline (the media's head, a timer, on the session's
 ``Clock``) hands what became ready to the worker's ``take``: a client command
 at once, in the socket's callback that read it (50 appends a second a session:
-a call, not a loop callback or a task switch); anything else at the end of that
+a call, not a loop callback or a task switch), as it is when nothing else is
+queued, so ``ready`` is asked once a frame; anything else at the end of that
 turn of the event loop, with everything else put in the same turn (a cancel
 that overtook queued audio, a stage's deltas). Only when ``take`` meets
 something that must wait (a journal write, a stage submit) does the worker's
