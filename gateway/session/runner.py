@@ -96,8 +96,12 @@ class SessionRunner(SessionHandle):
         """Take ``item`` (a command the inbox handed over, or None), then the items
         ready now, each as far as its actions go without a wait; the rest of the
         first that must wait, to await (None: nothing is left)."""
-        ready, closed = self.inbox.ready, self.closed
-        while not closed.is_set() and (item is not None or (item := ready()) is not None):
+        if self.closed.is_set():  # set only by awaited work (the end), never during this
+            return None
+        ready = self.inbox.ready
+        if item is None:
+            item = ready()
+        while item is not None:
             try:
                 actions = iter(self.machine.take(item))
                 for action in actions:
@@ -106,7 +110,7 @@ class SessionRunner(SessionHandle):
                         return self._rest_of(item, pending, actions)
             except Exception as exc:
                 return self._failed(item, exc)
-            item = None
+            item = ready()
         return None
 
     async def _rest_of(self, item: Any, pending: Awaitable[object],
