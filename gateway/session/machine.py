@@ -184,8 +184,9 @@ class SessionMachine:
         yield from self._effects()
 
     def _append(self, data: bytes) -> Iterable[Action]:
-        """An append's actions: decoded and heard now; a renewal if one is due (the
-        client is active), then what the VAD heard, then the plan's submissions.
+        """An append's actions: decoded and heard now; the lease renewal its client's
+        activity asks for (the runner's to skip while none is due), then what the
+        VAD heard, then the plan's submissions.
         Actions as a tuple unless the VAD heard a speech start or stop (rarely):
         its effects must be acted on before the plan hears the audio."""
         pcm = self.audio.decode(data)
