@@ -21,9 +21,14 @@ trees needs: run it from each tree's root with ``PYTHONPATH`` set to it
 
 ``--calls N`` counts instead of timing, which no load moves: the Python
 functions called (and the built-in ones, apart) per frame over one batch,
-and the N that were called most, by ``file:function`` (a profile hook sees
+and the N of the tree's own (gateway, duplex, plugins, engines: not the
+event loop's, the libraries' or the harness's) that were called most, by
+``file:function`` (a profile hook sees
 every call; the frames run several times slower under it, but the counts are
-exact).
+exact). It counts frames two ways: a batch sent at once (the worker takes
+what queued while it worked) and frames paced as a client sends them, one
+every 20 ms, each handed to a worker that waits (the relay's case); and a
+reply.
 """
 
 from __future__ import annotations
@@ -48,6 +53,10 @@ from redis_server import RedisServer  # noqa: E402
 
 FRAME = base64.b64encode(bytes(960)).decode()  # 20 ms of 24 kHz PCM16 silence
 PER_BATCH = 200
+# the tree's own code: what a change to the runtime moves (resumed generators and
+# coroutines count as calls, as the profile hook sees them)
+OWN = tuple(str(TREE / d) + "/" for d in ("gateway", "duplex", "plugins", "engines"))
+PACED = 50  # frames a second, as a client sends them
 
 
 def spread(costs: list[float]) -> str:
@@ -78,18 +87,25 @@ class CallCount:
     def __init__(self) -> None:
         self.python: collections.Counter[str] = collections.Counter()
         self.builtins = 0
+        # of the Python calls, those of the tree's own code (not the event loop's,
+        # the libraries' or the harness's): what a change to the tree moves
+        self.own: collections.Counter[str] = collections.Counter()
 
     def hook(self, frame: Any, event: str, arg: Any) -> None:
         if event == "call":
             code = frame.f_code
-            self.python[f"{Path(code.co_filename).name}:{code.co_name}"] += 1
+            name = f"{Path(code.co_filename).name}:{code.co_name}"
+            self.python[name] += 1
+            if code.co_filename.startswith(OWN):
+                self.own[name] += 1
         elif event == "c_call":
             self.builtins += 1
 
     def report(self, what: str, per: int, top: int) -> str:
-        lines = [f"calls {what}: {sum(self.python.values()) / per:.1f} Python, "
+        lines = [f"calls {what}: {sum(self.python.values()) / per:.1f} Python "
+                 f"({self.own.total() / per:.1f} of the gateway's own), "
                  f"{self.builtins / per:.1f} built-in"]
-        lines += [f"  {n / per:9.2f}  {name}" for name, n in self.python.most_common(top)]
+        lines += [f"  {n / per:9.2f}  {name}" for name, n in self.own.most_common(top)]
         return "\n".join(lines)
 
 
@@ -115,18 +131,28 @@ async def calls(redis_url: str, top: int) -> str:
             s.send({"type": "session.heartbeat"})
             await s.until("session.heartbeat_ack")
 
+        async def paced() -> None:
+            for _ in range(PACED):
+                s.send({"type": "input_audio_buffer.append", "audio": FRAME})
+                await asyncio.sleep(0.02)  # a client's pace: the worker waits between
+            s.send({"type": "session.heartbeat"})
+            await s.until("session.heartbeat_ack")
+
         async def reply() -> None:
             s.send({"type": "response.create"})
             await s.until("response.done")
 
         await batch()  # warm: first-use imports and caches are not a frame's
         per_frame = await counted(batch)
+        await paced()
+        per_paced = await counted(paced)
         s.send({"type": "session.update",
                 "session": {"instructions": "words=10", "turn_detection": None}})
         await s.until("session.updated")
         await reply()
         per_reply = await counted(reply)
-        return "\n".join([per_frame.report("a frame", PER_BATCH, top),
+        return "\n".join([per_frame.report("a frame (a batch)", PER_BATCH, top),
+                          per_paced.report("a frame (paced)", PACED, top),
                           per_reply.report("a reply", 1, top)])
 
 

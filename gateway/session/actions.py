@@ -1,6 +1,6 @@
 """What the session machine asks of the runner: an item's transitions, as data.
 
-``SessionMachine.take`` yields these in order; the runner carries each out
+``SessionMachine.take`` returns these, in order; the runner carries each out
 (through the outbox, the orchestrator or the inbox) before it asks for the
 next. ``Close``, ``Detach`` and ``Confirm`` (``gateway.session.items``) come as
 they arrived: they are the runner's own.

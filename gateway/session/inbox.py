@@ -26,7 +26,8 @@ media's head once due) until nothing is, then parks (``wait``). While it is
 parked, a put or a deadline (the media's head, a timer, on the session's
 ``Clock``) hands what became ready to the worker's ``take``: a client command
 at once, in the socket's callback that read it (50 appends a second a session:
-a call, not a loop callback or a task switch); anything else at the end of that
+a call, not a loop callback or a task switch), as it is when nothing else is
+queued, so ``ready`` is asked once a frame; anything else at the end of that
 turn of the event loop, with everything else put in the same turn (a cancel
 that overtook queued audio, a stage's deltas). Only when ``take`` meets
 something that must wait (a journal write, a stage submit) does the worker's
@@ -104,9 +105,10 @@ class Inbox:
         self._media_at = math.inf  # when the media's head is due, as ready() last found
         self._loop: asyncio.AbstractEventLoop | None = None  # looked up once (a syscall)
         # the parked worker: what takes the items as they come, and the future it waits on
-        self._parked: tuple[Callable[[], Any], asyncio.Future[Any]] | None = None
+        self._parked: tuple[Callable[[Any], Any], asyncio.Future[Any]] | None = None
         self._handing = False  # a hand-over to the parked worker is due this turn
-        self._armed: tuple[float, Timer] | None = None  # the wake-up at the media's due time
+        self._wake: Timer | None = None  # the wake-up at the media's due time
+        self._wake_at = math.inf  # its time (inf: none): compared before each park
         self.waits = 0  # times the worker waited (tests, benches)
 
     # -- producers --------------------------------------------------------------------
@@ -158,16 +160,17 @@ class Inbox:
             self.put_ahead(Lane.CONTROL, cmd, of=is_audio)
             return
         control = self._control  # put(), unrolled: 50 appends a second a session
+        if self._parked is not None and not self._handing and not control:
+            # the socket's own callback, and a worker parked on an empty inbox: it
+            # takes the command now, as a call (a loop callback a frame cost ~2 % of
+            # the relay), handed over rather than left in a lane it would leave at
+            # once; a burst read at once is taken frame by frame, in its order
+            self._hand_over(cmd)
+            return
         if len(control) >= self._limits[Lane.CONTROL]:
             self._check_room(Lane.CONTROL)
         control.append(cmd)
-        if self._parked is not None and not self._handing:
-            # the socket's own callback: a parked worker takes the frame now, as a
-            # call (a loop callback a frame cost ~2 % of the relay); a burst read at
-            # once is taken frame by frame, in its order
-            self._hand_over()
-        else:
-            self._signal()
+        self._signal()
 
     def detach(self, attachment: Attachment) -> None:
         """``attachment``'s socket went away (a send to it failed): the session goes
@@ -238,10 +241,11 @@ class Inbox:
         return items
 
     def close(self) -> None:
-        for timer in (self._timer, self._armed[1] if self._armed else None):
+        for timer in (self._timer, self._wake):
             if timer is not None:
                 timer.cancel()
-        self._timer = self._armed = None
+        self._timer = self._wake = None
+        self._wake_at = math.inf
         self._parked = None
 
     def held(self, lane: Lane) -> int:
@@ -267,10 +271,12 @@ class Inbox:
             self._media_at = due
         return None
 
-    def wait(self, take: Callable[[], T | None]) -> asyncio.Future[T]:
+    def wait(self, take: Callable[[Any], T | None]) -> asyncio.Future[T]:
         """Park the worker: from now on, whatever becomes ready (a put, a deadline) is
         handed to ``take`` at once, in the turn that made it ready, until ``take``
-        returns something (what is left to wait on): the future's result. Call it
+        returns something (what is left to wait on): the future's result. ``take``
+        gets a client command put while the inbox was empty (the first item to
+        take: it never sat in a lane), or None (take what is ``ready``). Call it
         when ``take`` found nothing. A future, not a coroutine; and while the worker
         is parked an item costs a call, not a task switch (50 a second a session)."""
         loop = self._loop
@@ -278,14 +284,18 @@ class Inbox:
             loop = self._loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._parked = (take, future)
-        self._arm(self._media_at)
+        if self._media_at != self._wake_at:
+            self._arm(self._media_at)
         self.waits += 1
         return future
 
     async def get(self) -> Any:
         """The next item to handle, waiting for it when none is ready."""
         item = self.ready()
-        return item if item is not None else await self.wait(self.ready)
+        return item if item is not None else await self.wait(self._handed_or_ready)
+
+    def _handed_or_ready(self, item: Any) -> Any | None:
+        return item if item is not None else self.ready()
 
     def _signal(self) -> None:
         """Something may be ready: a parked worker takes it at the end of this turn,
@@ -296,17 +306,21 @@ class Inbox:
             assert self._loop is not None  # set by wait(), which parked the worker
             self._loop.call_soon(self._hand_over)
 
-    def _hand_over(self) -> None:
+    def _hand_over(self, cmd: c.Command | None = None) -> None:
+        """The parked worker takes ``cmd`` (a command put while the inbox was empty),
+        or else what is ready."""
         self._handing = False
         parked = self._parked
         if parked is None:
             return
         take, future = parked
         self._parked = None  # not parked while it takes: a put meanwhile is queued
-        if future.done():  # the worker was cancelled
+        if future.done():  # the worker was cancelled: the command stays queued
+            if cmd is not None:
+                self._control.append(cmd)
             return
         try:
-            left = take()
+            left = take(cmd)
         except BaseException as exc:
             future.set_exception(exc)
             return
@@ -314,7 +328,8 @@ class Inbox:
             future.set_result(left)
         else:
             self._parked = parked
-            self._arm(self._media_at)
+            if self._media_at != self._wake_at:  # compared here: a call only to change it
+                self._arm(self._media_at)
 
     def _media_due(self) -> float | None:
         """When the media's head may go, as the pacer says; None when now (then the
@@ -350,18 +365,17 @@ class Inbox:
         self._timers_changed()
 
     def _arm(self, when: float) -> None:
-        """One wake-up at ``when`` (none for ``inf``), kept while the deadline holds: a
-        wait per reply chunk must not cost a timer each."""
-        armed = self._armed
-        if armed is not None and armed[0] == when:
-            return
-        if armed is not None:
-            armed[1].cancel()
-        self._armed = None if when == math.inf else (when, self._clock.call_at(
-            when, self._deadline))
+        """The one wake-up moves to ``when`` (none for ``inf``). Called only when that
+        differs from ``_wake_at``: kept while the deadline holds, a wait per reply
+        chunk must not cost a timer each."""
+        if self._wake is not None:
+            self._wake.cancel()
+        self._wake = None if when == math.inf else self._clock.call_at(when, self._deadline)
+        self._wake_at = when
 
     def _deadline(self) -> None:
         # spent: a loop may run a timer a little early, and the next wait on the same
         # deadline needs a timer of its own
-        self._armed = None
+        self._wake = None
+        self._wake_at = math.inf
         self._signal()

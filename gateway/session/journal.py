@@ -207,12 +207,9 @@ class Journal:
                 yield Outbound(text)
                 cursor = seq
 
-    def renewal(self, every_s: float, *, force: bool) -> Awaitable[None] | None:
-        """The lease renewal to await; None when a write renewed the lease less than
-        ``every_s`` ago (and not ``force``): no coroutine, 50 checks a second."""
+    def renewal(self) -> Awaitable[None]:
+        """The lease renewal to await, now (whether one is due, ``renewed_at`` says)."""
         now = self._clock.wall()
-        if not force and now - self.renewed_at < every_s:
-            return None
         self.renewed_at = now
         return self._renew(now)
 

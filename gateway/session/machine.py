@@ -5,7 +5,7 @@ It holds everything a session decides with: the sans-I/O core
 VAD: ``gateway.session.audio``), the plugin's plan (which stage hears what) and
 the reply feed (what a stage's output does to the conversation). It does no I/O
 and never waits; what must wait (journal and send, stage submits and aborts,
-store writes, timers) it yields as actions (``gateway.session.actions``) for
+store writes, timers) it returns as actions (``gateway.session.actions``) for
 the runner to carry out, in order.
 
 An append is decoded, counted and heard by the VAD; each speech start or stop
@@ -21,7 +21,7 @@ and config writes go out with the events journaled next, in one pipeline
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from duplex import attach as at
@@ -65,6 +65,7 @@ from plugins import base as pb
 DEFAULT_PREFIX_MS = 300  # speech kept for a barge-in's new epoch without server VAD
 # the commands that start new work in the store: refused while it is full
 NEW_WORK = (c.CreateResponse, c.CreateItem, c.UpdateSession, c.CommitInput)
+ONLY_RENEW: tuple[Action, ...] = (RENEW,)  # an append's, nearly always
 
 
 def _never() -> bool:
@@ -97,16 +98,20 @@ class SessionMachine:
     def fence(self) -> Fence:
         return self.core.fence
 
-    def take(self, item: Any) -> Iterator[Action]:
+    def take(self, item: Any) -> Iterable[Action]:
         """The actions ``item`` needs, in order. Carry each out before asking for the
         next: the machine reads the session as it goes (the plan hears an append's
         audio after its turn's end was acted on; a new epoch's submissions follow
         the abort of the old one's). Raises ``DuplexError`` for a command the session
-        refuses."""
+        refuses (an append's at once; others' as their actions are asked for)."""
         match item:
-            case c.AppendAudio():  # 50 a second a session: first
-                yield RENEW
-                yield from self._append(item.audio)
+            case c.AppendAudio():  # 50 a second a session: a call, no generator
+                return self._append(item.audio)
+            case _:
+                return self._take(item)
+
+    def _take(self, item: Any) -> Iterator[Action]:
+        match item:
             case c.Command():
                 yield RENEW_NOW if isinstance(item, c.Heartbeat) else RENEW
                 yield from self._command(item)
@@ -178,14 +183,25 @@ class SessionMachine:
                 apply_command(self.core, cmd)
         yield from self._effects()
 
-    def _append(self, data: bytes) -> Iterator[Action]:
+    def _append(self, data: bytes) -> Iterable[Action]:
+        """An append's actions: decoded and heard now; the lease renewal its client's
+        activity asks for (the runner's to skip while none is due), then what the
+        VAD heard, then the plan's submissions.
+        Actions as a tuple unless the VAD heard a speech start or stop (rarely):
+        its effects must be acted on before the plan hears the audio."""
         pcm = self.audio.decode(data)
         if not len(pcm):
-            return
+            return ONLY_RENEW
         self.core.audio_appended(1000.0 * len(pcm) / self.audio.input_rate)
         heard = self.audio.hear(pcm)
-        if heard:  # rarely: no generator a frame for nothing (50 appends a second)
-            yield from self._turn_events(heard)
+        if heard:
+            return self._heard(pcm, heard)
+        submissions = self.plan.audio(pcm, self._view)
+        return (RENEW, Submit(self.core.fence, submissions)) if submissions else ONLY_RENEW
+
+    def _heard(self, pcm: pb.Pcm, heard: Sequence[pb.VadEvent]) -> Iterator[Action]:
+        yield RENEW
+        yield from self._turn_events(heard)
         submissions = self.plan.audio(pcm, self._view)
         if submissions:
             yield Submit(self.core.fence, submissions)

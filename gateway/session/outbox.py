@@ -39,7 +39,7 @@ MAX_REASON_CHARS = 256  # a client's session.close reason, as the terminal repea
 class Outbox:
     def __init__(self, journal: Journal, *, fence: Callable[[], Fence],
                  on_send_failed: Callable[[Attachment], None], metrics: Metrics,
-                 clock: Clock, renew_every_s: float) -> None:
+                 clock: Clock) -> None:
         self.journal = journal
         self._store = journal.store
         self._sid = journal.session_id
@@ -47,18 +47,15 @@ class Outbox:
         self._on_send_failed = on_send_failed
         self._metrics = metrics
         self._clock = clock
-        self._renew_every_s = renew_every_s
         self._history = HistoryWrites(journal.store, journal.ownership)
-        self._attachment: Attachment | None = None
+        # the session's socket: others read it (``serves``, 50 times a second a
+        # session: an attribute, not a property), only the outbox sets it
+        self.attachment: Attachment | None = None
         self._latest: Attachment | None = None  # the last socket attached, gone or not
         self._recovery: at.Recovery | None = None  # said in the next session.resumed
         # duplex_server_events' child a type, looked up once (``labels`` costs a
         # lock and three calls; a reply sends a few events a word)
         self._counted: dict[str, Counter] = {}
-
-    @property
-    def attachment(self) -> Attachment | None:
-        return self._attachment
 
     # -- journal, then send ---------------------------------------------------------
 
@@ -115,7 +112,7 @@ class Outbox:
     async def send(self, out: Outbound) -> None:
         """``out`` to the current socket, if it takes it; a socket whose send fails is
         detached (the session keeps journaling)."""
-        attachment = self._attachment
+        attachment = self.attachment
         if attachment is None or (out.type in OPT_IN and not attachment.extensions):
             return
         try:
@@ -123,7 +120,7 @@ class Outbox:
         except Exception as exc:  # the peer went away mid-send: detach, keep journaling
             # routine when a client hangs up mid-reply: not worth an INFO line each time
             log.debug("session %s: send failed (%r); detaching", self._sid, exc)
-            self._attachment = None
+            self.attachment = None
             self._on_send_failed(attachment)
 
     async def send_unjournaled(self, exc: DuplexError) -> None:
@@ -142,7 +139,7 @@ class Outbox:
         each socket hears); ``item.done`` says whether it was taken (False: the
         resume was refused after all, and the session waits). ``session``: the
         session object, as ``session.created``/``session.resumed`` carry it."""
-        old, new = self._attachment, item.attachment
+        old, new = self.attachment, item.attachment
         oldest: int | None = None
         if item.cursor is not None:
             oldest, _ = await self._store.journal_bounds(self._sid)
@@ -155,14 +152,14 @@ class Outbox:
                 case at.SendOld():
                     await self.send(outbound(step.event))
                 case at.EndOld():  # replaced: its peer's close no longer counts
-                    self._attachment = self._latest = None
+                    self.attachment = self._latest = None
                     assert old is not None
                     await old.end(step.code, step.reason)
                 case at.Publish():
-                    self._attachment = self._latest = new
+                    self.attachment = self._latest = new
                     await self.publish([step.event])
                 case at.SendNew():
-                    self._attachment = self._latest = new
+                    self.attachment = self._latest = new
                     await self.send(outbound(step.event))
                 case at.Replay():
                     self._recovery = None  # said once
@@ -178,8 +175,8 @@ class Outbox:
         starts. The attachment is ended too: its endpoint waits on that, and a
         socket whose send failed may never report its own end (a connection task
         would leak)."""
-        if self._attachment is attachment:
-            self._attachment = None
+        if self.attachment is attachment:
+            self.attachment = None
         await attachment.end(CloseCode.GOING_AWAY, "detached")
         try:
             await self._store.detach(self._sid, attachment.generation, self._clock.wall())
@@ -189,7 +186,7 @@ class Outbox:
     def dropped(self, attachment: Attachment) -> bool:
         """``attachment`` was the session's socket until it went (a failed send, a
         detach) and none has attached since."""
-        return self._attachment is None and self._latest is attachment
+        return self.attachment is None and self._latest is attachment
 
     def forget(self, attachment: Attachment) -> None:
         """``attachment``'s socket is done: ended (by the session, or by its peer,
@@ -198,8 +195,8 @@ class Outbox:
         that socket would go nowhere either way. The attachment holds the session,
         so a session that kept it would be a reference cycle, and an ended
         session's state would wait for a full collection (gateway/heap.py)."""
-        if self._attachment is attachment:
-            self._attachment = None
+        if self.attachment is attachment:
+            self.attachment = None
         if self._latest is attachment:
             self._latest = None
 
@@ -207,16 +204,16 @@ class Outbox:
         """The socket is no longer the session's (this process stops); returned for
         its endpoint to close. The session stays resumable; how the peer then
         closes the socket no longer counts."""
-        attachment, self._attachment, self._latest = self._attachment, None, None
+        attachment, self.attachment, self._latest = self.attachment, None, None
         return attachment
 
     # -- the store ---------------------------------------------------------------------
 
-    def renew(self, *, force: bool) -> Awaitable[None] | None:
-        """The lease renewal (I3) to await, at most every ``renew_every_s`` (``force``:
-        now); None when none is due. A journal append renews the lease too, so only
+    def renew(self) -> Awaitable[None]:
+        """The lease renewal (I3) to await. The runner asks for it only once one is
+        due (``journal.renewed_at``): a journal append renews the lease too, so only
         a session that journaled nothing lately makes this round trip."""
-        return self.journal.renewal(self._renew_every_s, force=force)
+        return self.journal.renewal()
 
     async def keep_epoch(self, epoch: int) -> None:
         await self.journal.keep_epoch(epoch)
@@ -243,7 +240,7 @@ class Outbox:
         expired = terminal is ServerEvent.SESSION_EXPIRED
         state: EndState = "expired" if expired else "closed"
         # a connected client hears it as OpenAI's error too (a detached one is gone)
-        told = expired and self._attachment is not None
+        told = expired and self.attachment is not None
         ending = [at.expired_error(reason, max_session_s), final] if told else [final]
         saved = False
 
@@ -292,13 +289,13 @@ class Outbox:
                     "the session has ended", code="session_resume_expired"))
 
     async def hang_up(self, code: CloseCode, reason: str, *, linger_s: float = 0.0) -> None:
-        attachment = self._attachment
+        attachment = self.attachment
         if attachment is not None:
             await attachment.end(code, reason, linger_s=linger_s)
 
     async def lease_lost(self, exc: LeaseLost) -> None:
         """Another process owns the session now (I3): the client hears why, unjournaled."""
-        attachment = self._attachment
+        attachment = self.attachment
         if attachment is not None:
             await self.send_unjournaled(exc)
             await attachment.end(CloseCode.LEASE_LOST, "lease lost")

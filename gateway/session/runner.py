@@ -62,10 +62,12 @@ class SessionRunner(SessionHandle):
             # outbox, and a reference back would keep an ended session's state until
             # a full collection (gateway/heap.py)
             Outbox(journal, fence=lambda: core.fence, on_send_failed=inbox.detach,
-                   metrics=metrics, clock=clock, renew_every_s=limits.renew_every_s),
+                   metrics=metrics, clock=clock),
             SessionMachine(core, plugin, metrics, clock), plugin)
         self.orch = orchestrator
         self.limits = limits
+        self._journal = journal  # the outbox's: when it last renewed the lease
+        self._wall = clock.wall
         self.session_id = journal.session_id
         self.opened_at: float | None = None  # when the session opened (its lifetime's start)
         self.record: SessionRecord | None = None  # as restored from Redis, if it was
@@ -83,25 +85,32 @@ class SessionRunner(SessionHandle):
             self.inbox.expire_at(self.opened_at + self.limits.max_session_s)
         try:
             while not self.closed.is_set():
-                rest = self._take()
+                rest = self._take(None)
                 if rest is None:  # parked: the inbox hands items to _take as they come
                     rest = await self.inbox.wait(self._take)
                 await rest
         finally:
             self.inbox.close()
 
-    def _take(self) -> Awaitable[None] | None:
-        """Take the items ready now, each as far as its actions go without a wait;
-        the rest of the first that must wait, to await (None: nothing is left)."""
-        while not self.closed.is_set() and (item := self.inbox.ready()) is not None:
-            actions = self.machine.take(item)
+    def _take(self, item: Any) -> Awaitable[None] | None:
+        """Take ``item`` (a command the inbox handed over, or None), then the items
+        ready now, each as far as its actions go without a wait; the rest of the
+        first that must wait, to await (None: nothing is left)."""
+        if self.closed.is_set():  # set only by awaited work (the end), never during this
+            return None
+        ready = self.inbox.ready
+        if item is None:
+            item = ready()
+        while item is not None:
             try:
+                actions = iter(self.machine.take(item))
                 for action in actions:
                     pending = self._carry_out(action)
                     if pending is not None:
                         return self._rest_of(item, pending, actions)
             except Exception as exc:
                 return self._failed(item, exc)
+            item = ready()
         return None
 
     async def _rest_of(self, item: Any, pending: Awaitable[object],
@@ -120,8 +129,11 @@ class SessionRunner(SessionHandle):
         """What ``action`` takes: done here if it needs no wait, else the awaitable
         that does it (an append's lease check, 50 a second, makes no coroutine)."""
         match action:
-            case a.Renew():
-                return self.outbox.renew(force=action.force)
+            case a.Renew():  # an append's (50 a second): a comparison, until one is due
+                if (action.force or self._wall() - self._journal.renewed_at
+                        >= self.limits.renew_every_s):
+                    return self.outbox.renew()
+                return None
             case a.Publish():
                 return self.outbox.publish(action.events, action.writes)
             case a.Submit():

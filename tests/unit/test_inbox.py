@@ -288,3 +288,33 @@ async def test_a_burst_queued_while_the_worker_waits_costs_one_wake_and_one_time
     box.close()
     assert clock.pending == []
     getting.cancel()
+
+
+async def test_a_command_put_while_the_worker_waits_on_an_empty_inbox_is_handed_to_it() -> None:
+    """In the call that put it, as it is (it never sits in a lane); one put while
+    something else is queued goes behind that, and the worker takes both from the
+    lanes, in order, at the end of the loop's turn."""
+    box = inbox()
+    taken: list[object] = []
+
+    def take(item: object) -> None:  # nothing to wait on: the worker stays parked
+        taken.extend([item] if item is not None else ready_now(box))
+
+    waiting = box.wait(take)
+    box.command(audio(1))
+    box.command(audio(2))
+    assert taken == [audio(1), audio(2)] and len(box) == 0 and box.waits == 1
+    closing = Close("bye")
+    box.put_urgent(closing)
+    box.command(audio(3))
+    assert taken == [audio(1), audio(2)] and len(box) == 2  # queued, in lane order
+    await settle()
+    assert taken == [audio(1), audio(2), closing, audio(3)] and not waiting.done()
+    box.close()
+
+
+async def test_a_command_for_a_worker_cancelled_while_it_waited_stays_queued() -> None:
+    box = inbox()
+    box.wait(lambda item: pytest.fail("taken by a cancelled worker")).cancel()
+    box.command(audio(1))
+    assert box.ready() == audio(1)
