@@ -10,9 +10,9 @@ agent); each question is a WAV (0.5 s of silence, the question, 3 s of silence,
 24 kHz) spoken by a voice nothing was tuned on, rotating with ``--seed``:
 espeak-ng voices (``bench/asr_heldout.py``'s accents, speeds and pitches) and
 piper. No piper voice other than joe (the reply voice) ships in a package
-(bench/README.md, "asr_heldout"), so piper's joe takes every eighth question,
-with its generator noise on, as the stand-in. For each question, in alternating
-order and back to back on the same gateway:
+(bench/README.md, "Listener: held-out spoken test"), so piper's joe takes
+every eighth question, with its generator noise on, as the stand-in. For each
+question, in alternating order and back to back on the same gateway:
 
 - ``duplex-gateway call --wav Q.wav --turn-detection semantic_vad`` (the demo
   asks for ``semantic_vad``): its printed mouth to ear and split;
