@@ -30,6 +30,7 @@ frame: then both clocks start at the same sample of the WAV.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import re
 import statistics
@@ -149,12 +150,22 @@ def by_call(gw: GatewayProcess, q: Question, turn_detection: str) -> Reading:
     return reading
 
 
-def by_demo(playwright: Any, gw: GatewayProcess, q: Question) -> Reading:
-    from conftest import CHROME_ARGS, CHROMIUM
+def browser_flags() -> Any:
+    """``tests/browser/conftest.py`` (the Chromium and flags the browser tests use),
+    under a name of its own: ``tests/conftest.py`` holds the name ``conftest``."""
+    spec = importlib.util.spec_from_file_location(
+        "browser_conftest", REPO / "tests" / "browser" / "conftest.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
+
+def by_demo(playwright: Any, gw: GatewayProcess, q: Question) -> Reading:
+    flags = browser_flags()
     browser = playwright.chromium.launch(
-        executable_path=CHROMIUM,
-        args=[*CHROME_ARGS, f"--use-file-for-fake-audio-capture={q.wav.resolve()}%noloop"])
+        executable_path=flags.CHROMIUM,
+        args=[*flags.CHROME_ARGS, f"--use-file-for-fake-audio-capture={q.wav.resolve()}%noloop"])
     try:
         page = browser.new_context().new_page()
         page.goto(f"{gw.http}/?aec=0")  # as tests/browser: no speaker to cancel
