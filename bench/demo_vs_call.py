@@ -123,6 +123,16 @@ class Reading:
     heard: str = ""
     voiced_minus_server_ms: float | None = None  # client's end of speech - audio_end_ms
 
+    @property
+    def client_ms(self) -> float | None:
+        """The wait less the server's part of it (its turn detection, then the turn's
+        end to the first audio sent): the client's own clock and the network. The
+        server's speed, which the load moves by seconds, drops out."""
+        detect, first = self.split.get("turn_detection"), self.split.get("first_audio")
+        if self.mouth_to_ear_ms is None or detect is None or first is None:
+            return None
+        return self.mouth_to_ear_ms - detect - first
+
 
 _WAIT = re.compile(r"end of speech → first audio: (\d+) ms")
 _ENDS = re.compile(r"end of speech: (\d+) ms into .*audio_end_ms (\d+)")
@@ -209,12 +219,13 @@ def row(n: int, q: Question, call: Reading, demo: Reading, first: str) -> str:
     detect = (fmt(call.split.get("turn_detection")) + "/"
               + fmt(demo.split.get("turn_detection")).strip())
     ends = f"{fmt(call.voiced_minus_server_ms)}/{fmt(demo.voiced_minus_server_ms).strip()}"
+    rest = f"{fmt(call.client_ms)}/{fmt(demo.client_ms).strip()}"
     return (f"{n:2d} {q.voice:<20} {first:<4} {fmt(call.mouth_to_ear_ms)} "
-            f"{fmt(demo.mouth_to_ear_ms)} {fmt(diff)}  {detect:>11}  {ends:>11}  "
+            f"{fmt(demo.mouth_to_ear_ms)} {fmt(diff)}  {detect:>11}  {rest:>11}  {ends:>11}  "
             f"{call.heard[:28]!r} / {demo.heard[:28]!r}")
 
 
-HEADER = (" n voice                first call  demo  diff  detect c/d  "
+HEADER = (" n voice                first call  demo  diff  detect c/d  client c/d  "
           "end-srv c/d  heard (call / demo)")
 
 
@@ -230,6 +241,13 @@ def summary(pairs: list[tuple[Reading, Reading]], loads: list[float]) -> None:
     for name, values in (("call", calls), ("demo", demos), ("demo - call", diffs)):
         print(f"  {name:<12} p50 {statistics.median(values):6.0f}  p95 {pct(values, 0.95):6.0f}"
               f"  min {min(values):6.0f}  max {max(values):6.0f}")
+    rests = [(c.client_ms, d.client_ms) for c, d in pairs
+             if c.client_ms is not None and d.client_ms is not None]
+    if rests:
+        gaps = [d - c for c, d in rests]
+        print(f"  {'client part':<12} (the wait less the server's split) demo - call: p50 "
+              f"{statistics.median(gaps):6.0f}  p95 {pct(gaps, 0.95):6.0f}  "
+              f"min {min(gaps):6.0f}  max {max(gaps):6.0f}")
     agree = [abs(c.voiced_minus_server_ms - d.voiced_minus_server_ms) for c, d in pairs
              if c.voiced_minus_server_ms is not None and d.voiced_minus_server_ms is not None]
     within = sum(a <= FRAME_MS for a in agree)
