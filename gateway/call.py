@@ -77,11 +77,13 @@ def _network_ms(report: TurnReport) -> float | None:
 
 
 def run_call(url: str, wavs: Sequence[Path], out: Path | None, *, realtime: bool,
-             api_key: str | None, instructions: str | None, timeout_s: float) -> int:
+             api_key: str | None, instructions: str | None, timeout_s: float,
+             turn_detection: str | None = None) -> int:
     """The ``call`` command; returns its exit status."""
     try:
         return _call(url, wavs, out, realtime=realtime, api_key=api_key,
-                     instructions=instructions, timeout_s=timeout_s)
+                     instructions=instructions, timeout_s=timeout_s,
+                     turn_detection=turn_detection)
     except CallError as exc:
         print(f"duplex-gateway call: {exc}", file=sys.stderr)
         return 1
@@ -90,7 +92,8 @@ def run_call(url: str, wavs: Sequence[Path], out: Path | None, *, realtime: bool
 
 
 def _call(url: str, wavs: Sequence[Path], out: Path | None, *, realtime: bool,
-          api_key: str | None, instructions: str | None, timeout_s: float) -> int:
+          api_key: str | None, instructions: str | None, timeout_s: float,
+          turn_detection: str | None) -> int:
     questions = [read_question(path) for path in wavs]
     outs: list[Path | None] = list(answer_paths(out, len(wavs))) if out else [None] * len(wavs)
     check_writable([path for path in outs if path is not None])
@@ -103,5 +106,5 @@ def _call(url: str, wavs: Sequence[Path], out: Path | None, *, realtime: bool,
 
     reports = asyncio.run(hold_call(url, questions, realtime=realtime, api_key=api_key,
                                     instructions=instructions, timeout_s=timeout_s,
-                                    on_turn=on_turn))
+                                    turn_detection=turn_detection, on_turn=on_turn))
     return 0 if all(r.status == "completed" for r in reports) else 1

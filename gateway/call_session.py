@@ -121,11 +121,15 @@ async def _recv(ws: ClientConnection) -> dict[str, Any]:
     return event
 
 
-async def _open_session(ws: ClientConnection, instructions: str | None) -> None:
+async def _open_session(ws: ClientConnection, instructions: str | None,
+                        turn_detection: str | None) -> None:
     created = await _recv(ws)
     if created.get("type") != "session.created":
         raise CallError(f"expected session.created first, got {created.get('type')!r}")
-    session: dict[str, Any] = {"audio": {"input": {"transcription": {"model": "default"}}}}
+    listen: dict[str, Any] = {"transcription": {"model": "default"}}
+    if turn_detection is not None:  # None: the gateway's default (server_vad)
+        listen["turn_detection"] = {"type": turn_detection}
+    session: dict[str, Any] = {"audio": {"input": listen}}
     if instructions is not None:
         session["instructions"] = instructions
     await ws.send(json.dumps({"type": "session.update", "session": session}))
@@ -250,17 +254,18 @@ async def hold_turn(ws: ClientConnection, pcm: Pcm, *, realtime: bool,
 
 async def hold_call(url: str, questions: Sequence[Pcm], *, realtime: bool = True,
                     api_key: str | None = None, instructions: str | None = None,
-                    timeout_s: float = 60.0,
+                    turn_detection: str | None = None, timeout_s: float = 60.0,
                     on_turn: Callable[[int, TurnReport], None] | None = None,
                     ) -> list[TurnReport]:
     """One session, one turn per question, in order; ``on_turn(n, report)`` is called
-    as each turn ends."""
+    as each turn ends. ``turn_detection`` names the type the session asks for
+    (``server_vad``, ``semantic_vad``); None keeps the gateway's default."""
     ws = await _connect(url, api_key)
     reports: list[TurnReport] = []
     sent = 0  # samples of the session's input so far: its clock, as audio_end_ms is
     try:
         try:
-            await _open_session(ws, instructions)
+            await _open_session(ws, instructions, turn_detection)
         except ConnectionClosed as exc:
             raise _closed(exc) from None
         for n, pcm in enumerate(questions, 1):

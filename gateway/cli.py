@@ -89,6 +89,9 @@ def _build_parser() -> argparse.ArgumentParser:
     call.add_argument("--api-key", default=os.environ.get("DUPLEX_GATEWAY_API_KEY"),
                       help="the gateway's API key [env DUPLEX_GATEWAY_API_KEY]")
     call.add_argument("--instructions", help="session instructions (the system prompt)")
+    call.add_argument("--turn-detection", choices=("server_vad", "semantic_vad"),
+                      help="the turn detection the session asks for (the browser demo "
+                           "asks for semantic_vad) [default: the gateway's, server_vad]")
     call.add_argument("--timeout-s", type=float, default=60.0,
                       help="give up on a turn after this long [default %(default)s]")
     return parser
@@ -196,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_call(args.url, args.wav, args.out, realtime=not args.fast,
                         api_key=args.api_key, instructions=args.instructions,
-                        timeout_s=args.timeout_s)
+                        timeout_s=args.timeout_s, turn_detection=args.turn_detection)
     return 2
 
 

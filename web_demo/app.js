@@ -21,6 +21,9 @@ const stats = {
   micFrames: 0, micRmsMax: 0, sentFrames: 0, audioDeltas: 0,
   playbackChunks: 0, playedSamples: 0, replyFrames: 0, bargeIns: 0,
   truncates: [], latenciesMs: [], splits: [], errors: [], states: [], events: {},
+  // per turn end: where this page's last voiced sample and the server's end of speech
+  // fell on the session's input clock (ms of audio sent), to check they agree
+  speechEnds: [],
 };
 
 const transcript = new Transcript($("transcript"));
@@ -34,8 +37,9 @@ const truncated = new Set(); // items we already cut: late deltas for them are d
 // person's last voiced sample (found by its energy, not from a server event) to the
 // reply's first audio. A frame is voiced within 35 dB of the turn's loudest frame and
 // above both the room's noise (twice its RMS) and -55 dBFS.
-const voice = { peak: 0, noise: 1, lastVoicedAt: null, waitFrom: null };
+const voice = { peak: 0, noise: 1, lastVoicedAt: null, lastVoicedMs: null, waitFrom: null };
 const BELOW_PEAK = 10 ** (-35 / 20);
+const FRAME_SAMPLES = 480; // the capture worklet's 20 ms frames
 const FLOOR = 10 ** (-55 / 20);
 
 function showState(state, detail) {
@@ -91,6 +95,7 @@ function onEvent(ev) {
       break;
     case "input_audio_buffer.speech_stopped":
       voice.waitFrom = voice.lastVoicedAt; // the wait began there, not at this event
+      stats.speechEnds.push({ voicedEndMs: voice.lastVoicedMs, audioEndMs: ev.audio_end_ms });
       break;
     case "conversation.item.input_audio_transcription.completed":
       transcript.user(ev.item_id, ev.transcript);
@@ -197,7 +202,10 @@ function showSplit(timings) {
 function hearFrame(rms, now) {
   voice.noise = Math.min(rms, voice.noise * 1.001 + 1e-7); // the quietest, rising slowly
   voice.peak = Math.max(voice.peak, rms);
-  if (rms >= Math.max(voice.peak * BELOW_PEAK, 2 * voice.noise, FLOOR)) voice.lastVoicedAt = now;
+  if (rms >= Math.max(voice.peak * BELOW_PEAK, 2 * voice.noise, FLOOR)) {
+    voice.lastVoicedAt = now;
+    voice.lastVoicedMs = (stats.sentFrames * FRAME_SAMPLES * 1000) / RATE; // this frame's end
+  }
 }
 
 function onMicFrame(pcm, rms) {
