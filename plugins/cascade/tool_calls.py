@@ -24,6 +24,19 @@ time, a timer; two parameter styles) became valid calls and 6 of 6 others
 it, 1 or 2 of 4 weather questions were calls, depending on the schema's
 wording, and the rest were spoken descriptions of a call. The reply to a
 tool's output leans the other way (``RESULT_BIAS``): it should say the result.
+
+The sentence and the bias are one setting, tuned together on the typed tool
+quiz (``bench/call_replay.py``, ``bench/tool_quiz.py --text``; bench/README.md,
+2026-12-04 04:20). The first sentence, "Call a function whenever one can
+answer the user; never describe a call in words.", made ``{"`` the likeliest
+first token for "Who wrote Hamlet?" (called ``lookup_flight``) and a near
+second for "Good morning! What's your name?" (called ``get_weather``): "can
+answer" reads as "may be used". Asking for a call only when a function does
+what the user asks put ``{"`` 1.6–2.1 nats below words for those two, but
+1.2 below for "Where is Lufthansa flight LH 400 right now?", which a +1.0 bias
+left a spoken description of the call; +1.4 calls for LH 400 (by 0.18 nats)
+and keeps both others words (by 0.22 and 0.69). Those margins are thin: a
+change to the tools' text or the bias wants the replay again.
 """
 
 from __future__ import annotations
@@ -40,9 +53,10 @@ from plugins.cascade.grammar import call_grammar
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 BARE = '{"name"'  # a call without its tags, as small models often write one
 _STARTS = (OPEN, BARE)
-_NUDGE = "Call a function whenever one can answer the user; never describe a call in words."
+_NUDGE = ("Call a function only when one of them does what the user asks; otherwise answer "
+          "in words, never describing a call.")
 MAX_CALLS = 4  # calls in one reply: a greedy model may repeat one otherwise
-CALL_BIAS = 1.0  # logit bias for '{"' under auto (see above); a mid-reply '{"' is rare
+CALL_BIAS = 1.4  # logit bias for '{"' under auto (see above); a mid-reply '{"' is rare
 # ... and against it in the reply to a tool's output, which should say the result:
 # there the model repeated the call just answered (the spoken tool quiz: "calls
 # again after a result: 10"; lookup_flight(AF22) answered, then the same call

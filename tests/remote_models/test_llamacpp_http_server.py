@@ -23,8 +23,9 @@ from plugins.cascade.payloads import UserTurn
 
 # a loaded CPU box prefills a prompt in seconds, not the milliseconds of a GPU
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
-# what the local thinker's prompt says too (tool_calls._NUDGE): without it this
-# small model answers a weather question with made-up weather as often as not
+# the local thinker's call sentence until 2026-12-04 (tool_calls._NUDGE, since
+# reworded beside a call bias this server has not): without it this small model
+# answers a weather question with made-up weather as often as not
 WEATHER_WIRE = TOOLS.tools[0].wire()  # as a client sends it
 CALLER = ("You are a voice assistant. Call a function whenever one can answer the user; "
           "never describe a call in words.")
