@@ -48,6 +48,13 @@ def stream_ids(stream_id: object, call_id: object, names: str) -> tuple[str, str
     return stream_id, call_id
 
 
+def custom_parameters(body: dict[str, Any], key: str) -> dict[str, Any]:
+    """A start's parameters from our answer (the stream token, the instructions)
+    under the carrier's ``key``; anything but an object counts as none."""
+    params = body.get(key) or {}
+    return params if isinstance(params, dict) else {}
+
+
 def unsupported_format(media_format: object) -> Refuse:
     return Refuse(f"unsupported media format {media_format!r:.80}")
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from duplex.config import AudioFormat
 from gateway.telephony.carrier_json import (
+    custom_parameters,
     media_payload,
     start_body,
     stream_ids,
@@ -74,12 +75,11 @@ class ExotelCodec(MediaStreamParse, ChunkedRender):
         fmt = stream_format(body.get("media_format"))
         if fmt is None:
             return unsupported_format(body.get("media_format"))
-        params = body.get("custom_parameters") or {}
         stream_id, call_id = self.stream_id, self.call_id = ids
         per_ms = fmt.rate * fmt.bytes_per_sample / 1000
         silence = b"\xff" if fmt is AudioFormat.PCMU else b"\x00"
         self.playout = Playout(Chunker(CHUNK_STEP, LEAST_CHUNK, silence), per_ms)
-        return StreamStart(stream_id, call_id, params if isinstance(params, dict) else {},
+        return StreamStart(stream_id, call_id, custom_parameters(body, "custom_parameters"),
                            fmt.value)
 
     def _playback(self) -> Playback:

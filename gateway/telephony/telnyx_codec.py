@@ -31,6 +31,7 @@ from gateway.audio import StreamResampler
 from gateway.telephony.carrier_json import (
     audio_delta,
     base64_len,
+    custom_parameters,
     inbound_payload,
     start_body,
     stream_ids,
@@ -81,8 +82,7 @@ class TelnyxCodec(MediaStreamParse, CarrierRender):
         body = start_body(msg)
         if isinstance(body, Refuse):
             return body
-        params = body.get("custom_parameters") or {}
-        params = params if isinstance(params, dict) else {}
+        params = custom_parameters(body, "custom_parameters")
         # our TeXML names the call it answered: TeXML's CallSid is not documented
         # as the same string as the stream's call_control_id
         ids = stream_ids(msg.get("stream_id"), params.get("call") or body.get("call_control_id"),

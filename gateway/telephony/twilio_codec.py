@@ -23,6 +23,7 @@ from typing import Any
 
 from gateway.telephony.carrier_json import (
     base64_len,
+    custom_parameters,
     start_body,
     stream_ids,
     unsupported_format,
@@ -64,10 +65,9 @@ class TwilioCodec(MediaStreamParse, CarrierRender):
         if (not isinstance(fmt, dict) or fmt.get("encoding") != "audio/x-mulaw"
                 or str(fmt.get("sampleRate")) != "8000"):
             return unsupported_format(fmt)
-        params = body.get("customParameters") or {}
         stream_id, call_id = self.stream_id, self.call_id = ids
         self._sid_tail = '"}, "streamSid": ' + json.dumps(stream_id) + "}"
-        return StreamStart(stream_id, call_id, params if isinstance(params, dict) else {},
+        return StreamStart(stream_id, call_id, custom_parameters(body, "customParameters"),
                            AUDIO_FORMAT)
 
     def _playback(self) -> Playback:
