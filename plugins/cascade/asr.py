@@ -25,6 +25,10 @@ bench/README.md "Listener: held-out spoken test"):
 
 ``DUPLEX_GATEWAY_ASR_MODEL`` picks one by name, or any CTranslate2 Whisper
 directory by path.
+
+``WhisperAsr.hear`` gives a turn's words with the best hypothesis's score (its
+mean token log-probability), which the listener uses to tell a turn it is
+unsure of (``plugins.cascade.heard``); ``transcribe`` gives the words alone.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from plugins.cascade.heard import Heard
 from plugins.cascade.model_cache import ModelCacheError, cache_root
 
 RATE = 16000
@@ -299,11 +304,16 @@ class WhisperAsr:
     def transcribe(self, pcm16k: npt.NDArray[Any]) -> str:
         """The words in ``pcm16k`` (mono, 16 kHz, int16 or float in [-1, 1]; at most
         30 s is used: the start of anything longer is cut)."""
+        return self.hear(pcm16k).text
+
+    def hear(self, pcm16k: npt.NDArray[Any]) -> Heard:
+        """``transcribe``'s words with the best hypothesis's score (its mean token
+        log-probability; None for no audio)."""
         self.load()
         assert self._loaded is not None
         audio = _as_float(pcm16k)[-MAX_TURN_S * RATE :]
         if audio.size == 0:
-            return ""
+            return Heard("")
         with self._loaded.slots:
             return _decode(self._loaded, audio, self.decoding)
 
@@ -330,7 +340,7 @@ def _prompt(tokenizer: Any, decoding: Decoding) -> list[int]:
     return tokens
 
 
-def _decode(loaded: _Loaded, audio: npt.NDArray[np.float32], decoding: Decoding) -> str:
+def _decode(loaded: _Loaded, audio: npt.NDArray[np.float32], decoding: Decoding) -> Heard:
     import ctranslate2  # type: ignore[import-untyped,import-not-found,unused-ignore]
 
     features = loaded.model.feature_extractor(audio)  # (80, T), 100 frames per second
@@ -348,11 +358,14 @@ def _decode(loaded: _Loaded, audio: npt.NDArray[np.float32], decoding: Decoding)
         encoded, [_prompt(loaded.tokenizer, decoding)], beam_size=decoding.beam_size,
         max_length=max_length, return_scores=True, return_no_speech_prob=True,
     )[0]
-    if result.no_speech_prob > NO_SPEECH_PROB and result.scores[0] < NO_SPEECH_LOGPROB:
-        return ""
+    # scores[0]: the best beam's summed log-probability over its length (the
+    # default length_penalty of 1), the listener's confidence (plugins.cascade.heard)
+    score = float(result.scores[0])
+    if result.no_speech_prob > NO_SPEECH_PROB and score < NO_SPEECH_LOGPROB:
+        return Heard("", score)
     ids = [t for t in result.sequences_ids[0] if t < loaded.tokenizer.eot]  # no timestamps
     text: str = loaded.tokenizer.decode(ids)
-    return text.strip()
+    return Heard(text.strip(), score)
 
 
 def _as_float(pcm: npt.NDArray[Any]) -> npt.NDArray[np.float32]:

@@ -10,7 +10,9 @@ OpenAI chat messages instead of ChatML text, so any OpenAI-compatible server
   system messages where they come; the history and each turn are messages
   appended, never rewritten (the server's prefix cache keeps the rest);
 - the session's tools go with each reply in OpenAI's ``tools``, under its
-  ``tool_choice``; a ``StartResponse`` with its own tools sends those;
+  ``tool_choice``; a ``StartResponse`` with its own tools sends those; a
+  turn the listener is unsure of is answered ``SAY_AGAIN``, as the local
+  thinker does, without the model;
 - a reply streams to the talker clause by clause (``ClauseSplitter``); its
   calls — parsed by the server (``tool_calls``), or written as text the way
   small models do (``tool_calls.CallParser``, never spoken) — are checked
@@ -50,6 +52,7 @@ from plugins.cascade.thinker import (
     MAX_CALL_REPLY_TOKENS,
     MAX_REPLY_TOKENS,
     NOT_HEARD,
+    SAY_AGAIN,
 )
 
 Message = dict[str, Any]
@@ -91,9 +94,11 @@ class ChatThinker:
     Stateless itself; per-request state is the ``ChatState`` ``open`` returns."""
 
     def __init__(self, *, default_instructions: str = DEFAULT_INSTRUCTIONS,
-                 not_heard: str = NOT_HEARD, max_reply_tokens: int = MAX_REPLY_TOKENS) -> None:
+                 not_heard: str = NOT_HEARD, say_again: str = SAY_AGAIN,
+                 max_reply_tokens: int = MAX_REPLY_TOKENS) -> None:
         self.default_instructions = default_instructions
         self.not_heard = not_heard
+        self.say_again = say_again
         self.max_reply_tokens = max_reply_tokens
 
     def open(self, fence: Fence) -> ChatState:
@@ -134,6 +139,10 @@ class ChatThinker:
         messages.append({"role": "user", "content": text})
         if not turn.respond:
             return ChatChunk(tuple(messages))
+        if turn.unsure and not state.tools.must_call:  # words that may be misheard
+            clause = Clause(turn.turn_id, self.say_again, last=True)
+            messages.append({"role": "assistant", "content": self.say_again})
+            return ChatChunk(tuple(messages), emit=(_result(clause),))
         return self._reply_chunk(messages, turn.turn_id, state.tools)
 
     def _respond(self, state: ChatState, respond: fx.StartResponse) -> ChatChunk:

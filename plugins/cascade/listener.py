@@ -22,6 +22,11 @@ so the turn detector judges the words so far (``plugins.turn_end``: a
 finished question ends the turn sooner, a dangling one waits). A warm draft
 is not: the user is still speaking.
 
+Each turn's words come with the recognizer's score (``plugins.cascade.heard``):
+a turn scored below ``unsure_below`` is marked ``unsure`` (so is a draft, so
+its guess is the reply the commit asks for), and the thinker asks the user to
+say it again instead of acting on it.
+
 Before the model runs, the silence around the speech is cut
 away by frame energy (the buffer holds everything since the last commit,
 pauses included), and a turn with less than 250 ms between its first and last
@@ -36,7 +41,7 @@ import math
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -47,6 +52,7 @@ from engines.stages import StageResult
 from plugins.base import AudioUnit, Pcm
 from plugins.cascade.asr import MAX_TURN_S, RATE
 from plugins.cascade.asr import WhisperAsr as WhisperAsr  # re-exported: it lived here
+from plugins.cascade.heard import UNSURE_BELOW, Heard, is_unsure
 from plugins.cascade.payloads import Draft, UserTurn
 from plugins.listen_think_speak import Relay, relay
 
@@ -151,7 +157,7 @@ class Loudness:
 @dataclass(frozen=True, slots=True)
 class _Drafted:
     last_loud: int  # the speech it heard ended at this frame
-    text: str | None  # None: its transcription failed, and the commit transcribes afresh
+    heard: Heard | None  # None: its transcription failed, and the commit transcribes afresh
 
 
 @dataclass(slots=True)
@@ -198,15 +204,15 @@ class ListenState:
     def draft_overtaken(self) -> bool:
         """Speech came after the latest draft, which the thinker still holds."""
         drafted = self.drafted
-        return (drafted is not None and bool(drafted.text)
+        return (drafted is not None and drafted.heard is not None and bool(drafted.heard.text)
                 and drafted.last_loud != self.loudness.last_loud)
 
-    def draft_words(self) -> str | None:
+    def draft_heard(self) -> Heard | None:
         """The latest draft's words, if no speech came after it."""
         drafted = self.drafted
         if drafted is None or drafted.last_loud != self.loudness.last_loud:
             return None
-        return drafted.text
+        return drafted.heard
 
     def take(self) -> Pcm:
         """All of it, leaving the state empty."""
@@ -229,15 +235,25 @@ class Transcriber(Protocol):
     def transcribe(self, pcm16k: Pcm) -> str: ...
 
 
+@runtime_checkable
+class ScoringTranscriber(Transcriber, Protocol):
+    """A recognizer that also scores its words (``WhisperAsr``); the listener
+    takes any other at its word."""
+
+    def hear(self, pcm16k: Pcm) -> Heard: ...
+
+
 class ListenerModel:
     """Stage 0 (``StageModel``). Holds no per-session state itself: one instance
     serves every session; ``step`` runs the ASR on the calling worker thread."""
 
     def __init__(self, asr: Transcriber, *, draft_pause_ms: int = DRAFT_PAUSE_MS,
-                 warm_every_ms: int = WARM_EVERY_MS) -> None:
+                 warm_every_ms: int = WARM_EVERY_MS,
+                 unsure_below: float | None = UNSURE_BELOW) -> None:
         self.asr = asr
         self.draft_pause_ms = draft_pause_ms  # 0: no drafts
         self.warm_every_ms = warm_every_ms  # 0: no warm drafts
+        self.unsure_below = unsure_below  # None: every turn is taken at its word
 
     def open(self, fence: Fence) -> ListenState:
         return ListenState()
@@ -254,15 +270,16 @@ class ListenerModel:
                 yield StageResult(Draft(""), segment_finished=True, visible=True)
             elif self.warm_every_ms and state.warm_due(self.warm_every_ms):
                 state.warmed_at = state.loudness.frames
-                text = self._try_transcribe(state.audio())
-                if text:
-                    yield StageResult(Draft(text, warm=True), segment_finished=True,
+                heard = self._try_hear(state.audio())
+                if heard is not None and heard.text:
+                    yield StageResult(Draft(heard.text, warm=True), segment_finished=True,
                                       visible=False)
         elif isinstance(payload, fx.CommitAudio):
-            words = state.draft_words()
+            drafted = state.draft_heard()
             pcm = state.take()
-            text = words if words is not None else self.transcribe(pcm)
-            turn = UserTurn(payload.fence.turn_id, payload.item_id, text, payload.respond)
+            heard = drafted if drafted is not None else self.hear(pcm)
+            turn = UserTurn(payload.fence.turn_id, payload.item_id, heard.text, payload.respond,
+                            unsure=self.unsure(heard))
             yield StageResult(turn, segment_finished=True, visible=True)
         elif isinstance(payload, fx.DiscardAudio):
             state.clear()
@@ -275,29 +292,45 @@ class ListenerModel:
         state.clear()
 
     def _draft(self, state: ListenState) -> Iterator[StageResult]:
-        text = self._try_transcribe(state.audio())
-        state.drafted = _Drafted(state.loudness.last_loud, text)
-        if text:
-            yield StageResult(Draft(text), segment_finished=True, visible=True)
+        heard = self._try_hear(state.audio())
+        state.drafted = _Drafted(state.loudness.last_loud, heard)
+        if heard is not None and heard.text:
+            yield StageResult(Draft(heard.text, unsure=self.unsure(heard)),
+                              segment_finished=True, visible=True)
 
-    def _try_transcribe(self, pcm: Pcm) -> str | None:
+    def unsure(self, heard: Heard) -> bool:
+        """Words heard, but scored below the threshold (``plugins.cascade.heard``)."""
+        unsure = is_unsure(heard, self.unsure_below)
+        if unsure:  # the score only: a transcript is the user's words, kept out of logs
+            log.debug("heard unsure: score %.3f below %.3f", heard.score, self.unsure_below)
+        return unsure
+
+    def _try_hear(self, pcm: Pcm) -> Heard | None:
         """A draft's words, or None when the speech server could not give them (busy,
         away, silent): a draft only saves time, so its failure must not end the
         request and lose the turn's audio; the commit transcribes afresh and reports
         the server's error if it still fails then."""
         try:
-            return self.transcribe(pcm)
+            return self.hear(pcm)
         except ModelServerError as exc:
             log.info("a draft was not transcribed: %s", exc)
             return None
 
     def transcribe(self, pcm: Pcm) -> str:
         """A turn's words; "" without enough speech."""
+        return self.hear(pcm).text
+
+    def hear(self, pcm: Pcm) -> Heard:
+        """A turn's words, with the recognizer's score where it gives one;
+        "" (no score) without enough speech."""
         speech = utterance(pcm)
         if speech is None:
-            return ""
+            return Heard("")
         # A turn ends ~0.5 s after the last word (the VAD's hangover); Whisper tiny
         # then often mishears that word. A second of real silence after it fixes
         # that (measured), and costs nothing: the window is >= 10 s anyway.
         tail = np.zeros(RATE * TAIL_SILENCE_MS // 1000, dtype=np.int16)
-        return self.asr.transcribe(np.concatenate([speech, tail]))
+        audio = np.concatenate([speech, tail])
+        if isinstance(self.asr, ScoringTranscriber):
+            return self.asr.hear(audio)
+        return Heard(self.asr.transcribe(audio))

@@ -15,12 +15,15 @@ from plugins.base import Pcm
 
 @dataclass(frozen=True, slots=True)
 class UserTurn:
-    """Stage 0 → 1: the words of one committed user turn ("" when nothing was said)."""
+    """Stage 0 → 1: the words of one committed user turn ("" when nothing was said).
+    ``unsure``: the listener scored its words too low to act on
+    (``plugins.cascade.heard``): the reply asks the user to say it again."""
 
     turn_id: int
     item_id: str
     text: str
     respond: bool  # the thinker should answer right away
+    unsure: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,10 +32,12 @@ class Draft:
     may start on a reply to them; if the turn ends with these words, that reply
     is the turn's (``plugins.base.PromptChunk.speculative``). ``warm``: words
     heard while the user still speaks, only to prefill (the turn's start is
-    then in the cache when it ends)."""
+    then in the cache when it ends). ``unsure``: as ``UserTurn``'s, so the guess
+    is the reply the turn's commit asks for."""
 
     text: str
     warm: bool = False
+    unsure: bool = False
 
 
 @dataclass(frozen=True, slots=True)

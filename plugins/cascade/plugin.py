@@ -22,6 +22,9 @@ gateway (``plugins.cascade.chat_thinker``). ``DUPLEX_GATEWAY_DRAFT_PAUSE_MS`` (d
 ``plugins.cascade.listener.DRAFT_PAUSE_MS``; 0 turns drafts off): the pause
 after which the listener drafts the turn so far and the thinker starts its
 reply before the turn detector's silence window closes.
+``DUPLEX_GATEWAY_ASR_UNSURE_BELOW`` (default ``plugins.cascade.heard.UNSURE_BELOW``;
+``off``): a turn Whisper scores below it is not acted on; the agent asks the
+user to say it again.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from engines.stages import InProcessStage, Stage
 from plugins.base import Capabilities, Delta, Progress, StagePlan, VoiceActivityDetector
 from plugins.cascade import projection
 from plugins.cascade.asr import WhisperAsr
+from plugins.cascade.heard import UNSURE_BELOW_ENV, unsure_below
 from plugins.cascade.listener import DRAFT_PAUSE_MS, ListenerModel
 from plugins.cascade.llm import LlmChoice
 from plugins.cascade.remote_asr import RemoteAsr
@@ -90,6 +94,7 @@ class CascadePlugin:
         self._llm: LlmChoice | None = None  # read from the environment by load()
         self._llm_model: str | None = None  # as the engine takes it, once loaded
         self._draft_pause_ms = _draft_pause_ms(os.environ.get(DRAFT_PAUSE_ENV))
+        self._unsure_below = unsure_below(os.environ.get(UNSURE_BELOW_ENV))
 
     def load(self, progress: Progress) -> None:
         self._llm = llm = LlmChoice.from_env()
@@ -154,7 +159,8 @@ class CascadePlugin:
         listen_threads = self._asr.use.threads if isinstance(self._asr, RemoteAsr) else 1
         speak_threads = self._tts.use.threads if isinstance(self._tts, RemoteTts) else 1
         return [
-            InProcessStage("listen", ListenerModel(self._asr, draft_pause_ms=self._draft_pause_ms),
+            InProcessStage("listen", ListenerModel(self._asr, draft_pause_ms=self._draft_pause_ms,
+                                                   unsure_below=self._unsure_below),
                            threads=listen_threads),
             think,
             InProcessStage("speak", TalkerModel(self._tts), threads=speak_threads),

@@ -23,7 +23,10 @@ Payloads (what the session runner and the listener send):
   without the model (a 135M model answering nothing says something random;
   the fixed line is instant and honest), unless the session's ``tool_choice``
   requires a call: then the model answers it, held to a call like any reply
-  that must call. An empty turn without ``respond`` adds nothing.
+  that must call. An empty turn without ``respond`` adds nothing. An
+  ``unsure`` turn (``plugins.cascade.heard``) is answered the same way, as
+  heard, with ``SAY_AGAIN``: no answer and no call built on words the user
+  may not have said.
 - ``Draft(text)``: the words of a turn in progress, at a pause: a guess
   (``PromptChunk.speculative``) at the chunk that ``UserTurn(text,
   respond=True)`` would be, planned on a copy of the state. When the turn
@@ -97,6 +100,11 @@ DEFAULT_INSTRUCTIONS = ("You are a friendly voice assistant talking with a user.
                         "What the user tells you about themselves (their name, their "
                         "things) is about the user: call them 'you'.")
 NOT_HEARD = "Sorry, I didn't catch that."
+# To a turn the listener is unsure of: a fixed line. Asked by a system note to
+# request a repeat, Qwen2.5-Coder-1.5B sometimes echoed the misheard words instead,
+# and a note left in the history made later clear requests go uncalled, answered
+# with invented results (bench/README.md, "Listener: unsure turns").
+SAY_AGAIN = "Sorry, could you say that again?"
 MAX_REPLY_TOKENS = 80
 # A reply that may call: a call cut short is no call, and arguments run longer
 # than a spoken sentence (get_weather's call is ≈25 tokens; words still end at EOS).
@@ -209,12 +217,13 @@ class ThinkerAdapter:
 
     def __init__(self, markup: ChatMarkup = CHATML, *, max_reply_tokens: int = MAX_REPLY_TOKENS,
                  default_instructions: str = DEFAULT_INSTRUCTIONS,
-                 not_heard: str = NOT_HEARD,
+                 not_heard: str = NOT_HEARD, say_again: str = SAY_AGAIN,
                  splitter: Callable[[], ClauseSplitter] = ClauseSplitter) -> None:
         self.markup = markup
         self.max_reply_tokens = max_reply_tokens
         self.default_instructions = default_instructions
         self.not_heard = not_heard
+        self.say_again = say_again
         self._splitter = splitter
 
     def open(self, fence: Fence) -> ThinkerState:
@@ -256,15 +265,24 @@ class ThinkerAdapter:
         seq = self._seq(state)
         tag = _Tag(seq, turn.turn_id)
         head = self._prologue(state, seq, None, None)
-        if not text and not state.tools.must_call:  # respond to nothing: the fixed line
-            body = (self._add(state, "user", "", seq, droppable=False)
-                    + self._add(state, "assistant", self.not_heard, seq, droppable=False))
-            clause = Clause(turn.turn_id, self.not_heard, last=True)
-            return PromptChunk(head + body, emit=(_clause_result(clause),), tag=tag)
+        if turn.respond and not state.tools.must_call:
+            if not text:  # respond to nothing
+                return self._fixed_reply(state, head, "", self.not_heard, tag)
+            if turn.unsure:  # to words that may be misheard: ask for them again
+                return self._fixed_reply(state, head, text, self.say_again, tag)
         body = self._add(state, "user", text, seq, droppable=False)
         if not turn.respond:
             return PromptChunk(head + body, tag=tag)
         return self._generating(state, head + body, tag, state.tools)
+
+    def _fixed_reply(self, state: ThinkerState, head: str, text: str, reply: str,
+                     tag: _Tag) -> PromptChunk:
+        """The user's turn as heard and ``reply`` to it, said straight away, without
+        the model (which then reads it as its own turn)."""
+        body = (self._add(state, "user", text, tag.seq, droppable=False)
+                + self._add(state, "assistant", reply, tag.seq, droppable=False))
+        clause = Clause(tag.turn_id, reply, last=True)
+        return PromptChunk(head + body, emit=(_clause_result(clause),), tag=tag)
 
     def _draft(self, state: ThinkerState, draft: Draft) -> PromptChunk | None:
         """The guess: the reply ``UserTurn(draft.text, respond=True)`` would ask
@@ -278,8 +296,11 @@ class ThinkerAdapter:
             head = self._prologue(copy, self._seq(copy), None, None)
             return PromptChunk(head + self.markup.opening("user") + text, generate=True,
                                max_tokens=1, speculative=True)
-        chunk = self._user_turn(copy, UserTurn(state.fence.turn_id, "", draft.text, True))
-        return None if chunk is None else replace(chunk, speculative=True)
+        chunk = self._user_turn(copy, UserTurn(state.fence.turn_id, "", draft.text, True,
+                                               unsure=draft.unsure))
+        if chunk is None or not chunk.generate:  # a fixed reply (unsure): no guess to run
+            return PromptChunk(speculative=True)
+        return replace(chunk, speculative=True)
 
     def _respond(self, state: ThinkerState, respond: fx.StartResponse) -> PromptChunk:
         if respond.input is not None:

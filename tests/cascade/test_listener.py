@@ -19,6 +19,7 @@ from engines.model_http import ServerBusy
 from engines.stages import StageResult
 from plugins.base import AudioUnit, Pcm, Transcript, WordsHeard
 from plugins.cascade.asr import MAX_TURN_S, WhisperAsr
+from plugins.cascade.heard import UNSURE_BELOW, Heard
 from plugins.cascade.listener import ListenerModel, ListenState, speech_span
 from plugins.cascade.payloads import Draft, UserTurn
 from plugins.cascade.projection import project
@@ -29,14 +30,18 @@ FENCE = Fence(session_id="s", incarnation=1, epoch=1, turn_id=1)
 
 
 class FakeAsr(WhisperAsr):
-    """Records what it is asked to transcribe."""
+    """Records what it is asked to transcribe; scores every turn ``score``."""
 
-    def __init__(self) -> None:
+    def __init__(self, score: float | None = None) -> None:
         super().__init__()
         self.heard: list[npt.NDArray[Any]] = []
+        self.score = score
 
     def load(self) -> None:
         return None
+
+    def hear(self, pcm16k: npt.NDArray[Any]) -> Heard:
+        return Heard(self.transcribe(pcm16k), self.score)
 
     def transcribe(self, pcm16k: npt.NDArray[Any]) -> str:
         self.heard.append(pcm16k)
@@ -149,6 +154,28 @@ def test_close_clears_and_strangers_are_refused() -> None:
     assert state.samples == 0
     with pytest.raises(TypeError):
         run(listener, state, ["hello"])
+
+
+def test_a_turn_scored_below_the_threshold_is_unsure() -> None:
+    speech = np.concatenate((silence(300), tone(800)))
+    low, high = UNSURE_BELOW - 0.3, UNSURE_BELOW + 0.3
+    assert turn(ListenerModel(FakeAsr(score=low)), speech).unsure
+    assert not turn(ListenerModel(FakeAsr(score=high)), speech).unsure
+    assert not turn(ListenerModel(FakeAsr(score=low), unsure_below=None), speech).unsure  # off
+    assert turn(ListenerModel(FakeAsr(score=high), unsure_below=high + 0.1), speech).unsure
+    assert not turn(ListenerModel(FakeAsr(score=low)), silence(1000)).unsure  # nothing heard
+
+
+class WordsOnlyAsr:
+    """A recognizer that gives no score (as a speech server apart)."""
+
+    def transcribe(self, pcm16k: npt.NDArray[Any]) -> str:
+        return "hello there"
+
+
+def test_a_recognizer_without_a_score_is_taken_at_its_word() -> None:
+    heard = turn(ListenerModel(WordsOnlyAsr()), tone(800))
+    assert (heard.text, heard.unsure) == ("hello there", False)
 
 
 def test_projection_of_a_user_turn() -> None:
@@ -264,6 +291,19 @@ def test_a_draft_the_server_refuses_leaves_the_turn_to_the_commit() -> None:
     asr.busy = True
     with pytest.raises(ServerBusy):
         run(listener, state, [commit(7, respond=True)])
+
+
+def test_an_unsure_draft_is_marked_and_the_commit_reusing_it_is_unsure_too() -> None:
+    asr = CountingAsr(score=UNSURE_BELOW - 0.4)
+    listener = ListenerModel(asr, warm_every_ms=0)
+    state = listener.open(FENCE)
+    results = run(listener, state, [*units(tone(800), drafts=True),
+                                    *units(silence(300), drafts=True), commit(4, respond=True)])
+    # the guess is planned for the turn the commit then sends, so it can be adopted
+    assert payloads(results) == [Draft("words 1", unsure=True),
+                                 UserTurn(4, "item_4", "words 1", True, unsure=True)]
+    assert len(asr.heard) == 1
+    assert project(0, payloads(results)[0]) == [WordsHeard("words 1")]  # the words as ever
 
 
 def test_no_drafts_without_the_flag_nor_for_a_blip_and_none_after_a_discard() -> None:
