@@ -344,6 +344,21 @@ def test_the_question_is_heard(asr: WhisperAsr, question: Pcm) -> None:
 
 
 @pytest.mark.slow
+def test_garbled_speech_is_heard_unsure_and_a_clear_question_sure(
+        asr: WhisperAsr, say: Callable[[str], Pcm]) -> None:
+    """Whisper's own score (plugins.cascade.heard): a question played backwards
+    is made into words it scores far below the threshold; the question itself
+    scores far above it."""
+    listener = ListenerModel(asr)
+    question = say("What's the weather in Paris?")
+    garbled = turn(listener, np.concatenate((silence(500), question[::-1], silence(500))))
+    clear = turn(listener, np.concatenate((silence(500), question, silence(500))))
+    print(f"\n[cascade] backwards: {garbled.text!r}; forwards: {clear.text!r}")
+    assert garbled.text and garbled.unsure
+    assert {"weather", "paris"} <= set(words(clear.text)) and not clear.unsure
+
+
+@pytest.mark.slow
 def test_long_silence_before_the_question_does_not_matter(asr: WhisperAsr, question: Pcm) -> None:
     pcm = np.concatenate((silence(20_000), question, silence(600)))
     listener = ListenerModel(asr)

