@@ -232,7 +232,7 @@ async def gateway_run(args: argparse.Namespace, conversations: list[list[Turn]],
             await s.ws.close()
             task.cancel()
             ask_pcm = voices.say("piper", "How many legs does a spider have?")
-            conc = {n: await concurrent(gw.ws, n, ask_pcm) for n in args.levels}
+            conc = {n: await concurrent(gw.ws, "server_vad", n, ask_pcm) for n in args.levels}
         finally:
             gw.stop()
     return {"rows": rows, "barge": barge, "concurrency": conc, "quiz_s": quiz_s,
