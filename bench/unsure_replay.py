@@ -4,7 +4,7 @@ Each case is a mishearing of the spoken quizzes (the words Whisper heard) and
 then the words that were said, as the next turn: does the reply ask for a
 repeat, and is the next turn still answered right (called, where a tool fits)?
 
-Usage: .venv/bin/python bench/unsure_replay.py [--variants fixed,note1,note2]
+Usage: .venv/bin/python bench/unsure_replay.py [--variants fixed,note0,note1,note2]
        [--threads N]
 
 No gateway: ``ThinkerAdapter`` plans, llama.cpp completes (in process, the
@@ -48,6 +48,9 @@ CASES = (
     ("Search a timer for 8 minutes.", "Set a timer for eight minutes."),
 )
 NOTES = {
+    # the first version's (a system turn after the heard words, tool_choice none)
+    "note0": ("The user's last words were hard to hear and may be misheard. Do not answer "
+              "them or act on them: in one short sentence, ask the user to say it again."),
     "note1": ("Those words came through unclearly and may be misheard. Reply only by asking "
               "the user to say it again, in one short sentence; answer their next words as "
               "usual."),

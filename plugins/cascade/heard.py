@@ -22,8 +22,8 @@ import math
 from dataclasses import dataclass
 
 UNSURE_BELOW_ENV = "DUPLEX_GATEWAY_ASR_UNSURE_BELOW"
-# Chosen on the held-out test's seed 0 alone (bench/README.md "Listener: unsure
-# turns"): 17 of its 31 mishearings below it, 2 of its 69 clips heard right.
+# Chosen on the held-out test's seed 0 alone: 17 of its 31 mishearings below it,
+# 2 of its 69 clips heard right (bench/README.md "Listener: unsure turns").
 UNSURE_BELOW = -0.5
 OFF = "off"
 
