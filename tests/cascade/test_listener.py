@@ -19,7 +19,7 @@ from engines.model_http import ServerBusy
 from engines.stages import StageResult
 from plugins.base import AudioUnit, Pcm, Transcript, WordsHeard
 from plugins.cascade.asr import MAX_TURN_S, WhisperAsr
-from plugins.cascade.heard import UNSURE_BELOW, Heard
+from plugins.cascade.heard import UNSURE_BELOW, UNSURE_BELOW_ENV, Heard
 from plugins.cascade.listener import ListenerModel, ListenState, speech_span
 from plugins.cascade.payloads import Draft, UserTurn
 from plugins.cascade.projection import project
@@ -176,6 +176,19 @@ class WordsOnlyAsr:
 def test_a_recognizer_without_a_score_is_taken_at_its_word() -> None:
     heard = turn(ListenerModel(WordsOnlyAsr()), tone(800))
     assert (heard.text, heard.unsure) == ("hello there", False)
+
+
+def test_the_plugin_takes_its_threshold_from_the_environment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from plugins.cascade.plugin import CascadePlugin
+
+    monkeypatch.setenv(UNSURE_BELOW_ENV, "off")
+    assert CascadePlugin()._unsure_below is None
+    monkeypatch.setenv(UNSURE_BELOW_ENV, "-0.3")
+    assert CascadePlugin()._unsure_below == -0.3
+    monkeypatch.setenv(UNSURE_BELOW_ENV, "loud")
+    with pytest.raises(ValueError, match=UNSURE_BELOW_ENV):  # refused at start, named
+        CascadePlugin()
 
 
 def test_projection_of_a_user_turn() -> None:
