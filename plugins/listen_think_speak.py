@@ -14,9 +14,10 @@ listener: a push-to-talk client's reply was built without the turn it had
 just committed.
 
 The plan also owns the audio framing: user audio goes to the listener in whole
-units of ``unit_ms``, cut at the same samples of the session's input however
-the client sized its appends (what is left over waits for the next append, or
-goes with a commit), all the whole units of one append in one submit; and the
+units of ``unit_ms``, counted from the first sample after the last commit,
+discard or barge-in, however the client sized its appends (what is left over
+waits for the next append, or goes with a commit), all the whole units of one
+append in one submit; and the
 last ``prefix_padding_ms`` of it (at least one unit) is kept, so a barge-in's
 new epoch starts with the speech that interrupted. Cut at fixed samples, a
 listener that decides on its units (the cascade's drafts) decides at the same
@@ -118,7 +119,7 @@ class ListenThinkSpeakPlan:
             return []
         pcm = self._unit[0] if len(self._unit) == 1 else np.concatenate(self._unit)
         cut = len(pcm) - len(pcm) % self._unit_samples if whole_units else len(pcm)
-        rest = pcm[cut:]
+        rest = pcm[cut:].copy()  # a view would keep the whole append alive
         self._unit, self._unit_len = ([rest], len(rest)) if len(rest) else ([], 0)
         return [*self._context(view), Submit(LISTEN, AudioUnit(pcm[:cut], view.auto_respond))]
 
