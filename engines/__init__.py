@@ -41,7 +41,8 @@ def build_engine(index: int, stage: Stage) -> StageEngine:
         case InProcessStage():
             from engines.in_process import InProcessEngine
 
-            return InProcessEngine(index, stage.name, stage.model, threads=stage.threads)
+            return InProcessEngine(index, stage.name, stage.model, threads=stage.threads,
+                                   max_pending_inputs=stage.max_pending_inputs)
         case ResumableLlmStage():
             from engines.vllm import VllmEngine, make_async_llm
 

@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engines.base import Backpressure, StageOutput, UnknownRequest
-from engines.stages import StageModel
+from engines.stages import MAX_PENDING_INPUTS, StageModel
 
 log = logging.getLogger(__name__)
 
-MAX_PENDING_INPUTS = 256  # per request; beyond this a submit raises Backpressure
 MAX_UNDELIVERED_OUTPUTS = 512  # per engine; beyond this the model thread waits
 
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+MAX_PENDING_INPUTS = 256  # an in-process stage's, per request, unless it asks for more
+
 
 @dataclass(frozen=True, slots=True)
 class StageResult:
@@ -157,11 +159,14 @@ class GuessReader(Protocol):
 class InProcessStage:
     """A stage whose ``StageModel`` runs on ``threads`` worker threads of this
     process; ``threads=0`` runs it on the event loop, which only a model whose
-    every step takes microseconds and never blocks may ask for (``engines.on_loop``)."""
+    every step takes microseconds and never blocks may ask for (``engines.on_loop``).
+    ``max_pending_inputs``: a request's inputs that may wait behind a step;
+    beyond them a submit raises ``Backpressure`` (``engines.in_process``)."""
 
     name: str
     model: StageModel
     threads: int = 1
+    max_pending_inputs: int = MAX_PENDING_INPUTS
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,9 +13,15 @@ order. Sending it to the thinker directly (as the gateway once did) raced the
 listener: a push-to-talk client's reply was built without the turn it had
 just committed.
 
-The plan also owns the audio framing: user audio goes to the listener in units
-of ``unit_ms``, and the last ``prefix_padding_ms`` of it (at least one unit)
-is kept, so a barge-in's new epoch starts with the speech that interrupted.
+The plan also owns the audio framing: user audio goes to the listener in whole
+units of ``unit_ms``, counted from the first sample after the last commit,
+discard or barge-in, however the client sized its appends (what is left over
+waits for the next append, or goes with a commit), all the whole units of one
+append in one submit; and the
+last ``prefix_padding_ms`` of it (at least one unit) is kept, so a barge-in's
+new epoch starts with the speech that interrupted. Cut at fixed samples, a
+listener that decides on its units (the cascade's drafts) decides at the same
+point of the same audio whether it came as 20 ms frames or in bursts.
 """
 
 from __future__ import annotations
@@ -71,7 +77,7 @@ class ListenThinkSpeakPlan:
         self._unit_len += len(pcm)
         if self._unit_len < self._unit_samples:
             return []
-        return self._flush(view)
+        return self._flush(view, whole_units=True)
 
     def effect(self, effect: fx.PlanEffect, view: SessionView) -> Sequence[Submit]:
         match effect:
@@ -106,12 +112,16 @@ class ListenThinkSpeakPlan:
         context = Context(view.instructions, tuple(view.history()), view.tools)
         return [Submit(LISTEN, Relay(context))]
 
-    def _flush(self, view: SessionView) -> list[Submit]:
+    def _flush(self, view: SessionView, *, whole_units: bool = False) -> list[Submit]:
+        """The audio gathered, to the listener: with ``whole_units``, only whole
+        units (the rest is kept for the next); else all of it (a commit's)."""
         if not self._unit:
             return []
         pcm = self._unit[0] if len(self._unit) == 1 else np.concatenate(self._unit)
-        self._unit, self._unit_len = [], 0
-        return [*self._context(view), Submit(LISTEN, AudioUnit(pcm, view.auto_respond))]
+        cut = len(pcm) - len(pcm) % self._unit_samples if whole_units else len(pcm)
+        rest = pcm[cut:].copy()  # a view would keep the whole append alive
+        self._unit, self._unit_len = ([rest], len(rest)) if len(rest) else ([], 0)
+        return [*self._context(view), Submit(LISTEN, AudioUnit(pcm[:cut], view.auto_respond))]
 
     def _restart(self, view: SessionView) -> list[Submit]:
         """A new epoch: its requests start empty, so the thinker needs the context

@@ -113,6 +113,18 @@ def utterance(pcm: Pcm, rate: int = RATE) -> Pcm | None:
     return pcm[max(0, span[0] - pad):]
 
 
+def frames_of(pcm: Pcm, carried: int) -> Iterator[Pcm]:
+    """``pcm`` in pieces that each end a ``TRIM_FRAME_MS`` frame (the first
+    completes the ``carried`` samples of one begun before), the rest last."""
+    frame = RATE * TRIM_FRAME_MS // 1000
+    start = 0
+    for end in range((frame - carried) % frame or frame, pcm.size + 1, frame):
+        yield pcm[start:end]
+        start = end
+    if start < pcm.size:
+        yield pcm[start:]
+
+
 # -- the stage -------------------------------------------------------------------
 
 
@@ -260,20 +272,14 @@ class ListenerModel:
 
     def step(self, state: ListenState, payload: object) -> Iterator[StageResult]:
         if isinstance(payload, AudioUnit):
-            state.append(payload.pcm)
             if not (payload.drafts and self.draft_pause_ms):
+                state.append(payload.pcm)
                 return
-            if state.draft_due(self.draft_pause_ms):
-                yield from self._draft(state)
-            elif state.draft_overtaken():  # the user went on: withdraw the guess
-                state.drafted = None
-                yield StageResult(Draft(""), segment_finished=True, visible=True)
-            elif self.warm_every_ms and state.warm_due(self.warm_every_ms):
-                state.warmed_at = state.loudness.frames
-                heard = self._try_hear(state.audio())
-                if heard is not None and heard.text:
-                    yield StageResult(Draft(heard.text, warm=True), segment_finished=True,
-                                      visible=False)
+            # frame by frame: a draft hears the audio up to the frame its pause
+            # was reached on, however long the unit
+            for piece in frames_of(payload.pcm, state.loudness.carry.size):
+                state.append(piece)
+                yield from self._heard(state)
         elif isinstance(payload, fx.CommitAudio):
             drafted = state.draft_heard()
             pcm = state.take()
@@ -290,6 +296,21 @@ class ListenerModel:
 
     def close(self, state: ListenState) -> None:
         state.clear()
+
+    def _heard(self, state: ListenState) -> Iterator[StageResult]:
+        """What the audio so far calls for: a draft at a pause, its withdrawal when
+        the user went on, or a warm draft a while into the speech."""
+        if state.draft_due(self.draft_pause_ms):
+            yield from self._draft(state)
+        elif state.draft_overtaken():  # the user went on: withdraw the guess
+            state.drafted = None
+            yield StageResult(Draft(""), segment_finished=True, visible=True)
+        elif self.warm_every_ms and state.warm_due(self.warm_every_ms):
+            state.warmed_at = state.loudness.frames
+            heard = self._try_hear(state.audio())
+            if heard is not None and heard.text:
+                yield StageResult(Draft(heard.text, warm=True), segment_finished=True,
+                                  visible=False)
 
     def _draft(self, state: ListenState) -> Iterator[StageResult]:
         heard = self._try_hear(state.audio())

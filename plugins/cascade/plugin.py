@@ -58,6 +58,15 @@ DRAFT_PAUSE_ENV = "DUPLEX_GATEWAY_DRAFT_PAUSE_MS"
 WARM_UP_TEXT = "What is the capital of France?"
 LISTEN_RATE = 16000
 SPEAK_RATE = 22050
+# The listener hears the user's audio in 20 ms units (the frames its drafts
+# judge a pause by), so a draft starts on the frame its pause is reached,
+# not up to a unit later: with 100 ms units the same question drafted up to
+# 90 ms later or sooner as its audio fell at another phase of the units (a
+# browser's capture is ~11 ms behind `call`'s; bench/README.md, demo_vs_call).
+UNIT_MS = 20
+# as many inputs may wait behind a transcription as 25.6 s of audio (what 256
+# units of 100 ms were): a client sending faster than real time is not refused
+LISTEN_MAX_INPUTS = 256 * 100 // UNIT_MS
 
 
 def _require(module: str, extra: str) -> None:
@@ -89,7 +98,7 @@ class CascadePlugin:
         # the server's rate as it sends it (the gateway resamples once, for the client)
         speak_rate = RemoteTts.sample_rate if isinstance(self._tts, RemoteTts) else SPEAK_RATE
         self.capabilities = Capabilities(
-            plugin_id="cascade", input_rate=LISTEN_RATE, output_rate=speak_rate, unit_ms=100,
+            plugin_id="cascade", input_rate=LISTEN_RATE, output_rate=speak_rate, unit_ms=UNIT_MS,
             tools=True)
         self._llm: LlmChoice | None = None  # read from the environment by load()
         self._llm_model: str | None = None  # as the engine takes it, once loaded
@@ -161,7 +170,7 @@ class CascadePlugin:
         return [
             InProcessStage("listen", ListenerModel(self._asr, draft_pause_ms=self._draft_pause_ms,
                                                    unsure_below=self._unsure_below),
-                           threads=listen_threads),
+                           threads=listen_threads, max_pending_inputs=LISTEN_MAX_INPUTS),
             think,
             InProcessStage("speak", TalkerModel(self._tts), threads=speak_threads),
         ]

@@ -15,18 +15,23 @@ import pytest
 from effect_helpers import commit, discard
 
 from duplex.fence import Fence
+from duplex.tools import ToolSet
 from engines.model_http import ServerBusy
 from engines.stages import StageResult
-from plugins.base import AudioUnit, Pcm, Transcript, WordsHeard
+from plugins.base import AudioUnit, Capabilities, Pcm, Transcript, WordsHeard
 from plugins.cascade.asr import MAX_TURN_S, WhisperAsr
 from plugins.cascade.heard import UNSURE_BELOW, UNSURE_BELOW_ENV, Heard
-from plugins.cascade.listener import ListenerModel, ListenState, speech_span
+from plugins.cascade.listener import DRAFT_PAUSE_MS, ListenerModel, ListenState, speech_span
 from plugins.cascade.payloads import Draft, UserTurn
+from plugins.cascade.plugin import LISTEN_RATE, SPEAK_RATE
+from plugins.cascade.plugin import UNIT_MS as CASCADE_UNIT_MS
 from plugins.cascade.projection import project
+from plugins.listen_think_speak import ListenThinkSpeakPlan
 
 RATE = 16000
 UNIT_MS = 100
 FENCE = Fence(session_id="s", incarnation=1, epoch=1, turn_id=1)
+CAPS = Capabilities("cascade", LISTEN_RATE, SPEAK_RATE, unit_ms=CASCADE_UNIT_MS)
 
 
 class FakeAsr(WhisperAsr):
@@ -344,6 +349,61 @@ def test_loudness_counts_frames_across_units_of_any_size() -> None:
     assert loud.paused_after_speech(260) and not loud.paused_after_speech(280)  # 260 ms quiet
     span = speech_span(pcm)
     assert span is not None and span == (loud.first_loud * 320, (loud.last_loud + 1) * 320)
+
+
+class View:
+    """What the plan reads of a session that answers its turns (``SessionView``)."""
+
+    instructions, prefix_padding_ms, auto_respond, tools = "", 300, True, ToolSet()
+
+    def history(self) -> tuple[()]:
+        return ()
+
+
+def appended(pcm: Pcm, sizes: list[int]) -> list[Pcm]:
+    """``pcm`` as a client's appends of ``sizes`` samples in turn, repeated."""
+    out, start, i = [], 0, 0
+    while start < pcm.size:
+        out.append(pcm[start:start + sizes[i % len(sizes)]])
+        start += sizes[i % len(sizes)]
+        i += 1
+    return out
+
+
+def drafted_at(appends: list[Pcm]) -> tuple[int, int]:
+    """Through the cascade's plan and listener: (samples appended when the pause
+    drafted, samples the draft transcribed)."""
+    asr = CountingAsr()
+    listener, plan = ListenerModel(asr, warm_every_ms=0), ListenThinkSpeakPlan(CAPS)
+    state, sent = listener.open(FENCE), 0
+    for pcm in appends:
+        sent += pcm.size
+        for sub in plan.audio(pcm, View()):
+            if isinstance(sub.payload, AudioUnit) and list(listener.step(state, sub.payload)):
+                return sent, asr.heard[0].size
+    raise AssertionError("no draft")
+
+
+# 20 ms frames as `call` sends them; the browser's 128-sample quanta (85 1/3 at
+# 16 kHz) posted in uneven bursts; 100 ms appends; sizes that divide nothing
+PATTERNS = {"20 ms": [320], "bursts": [85, 171, 85, 341, 85, 85, 256, 640],
+            "100 ms": [1600], "odd": [333, 77, 1001]}
+
+
+@pytest.mark.parametrize("lead_ms", range(0, 100, 10))
+def test_a_pause_drafts_on_its_frame_whatever_the_phase_or_the_appends(lead_ms: int) -> None:
+    speech_end = RATE * (300 + lead_ms + 800) // 1000
+    pcm = np.concatenate((silence(300 + lead_ms), tone(800), silence(400)))
+    drafts = {name: drafted_at(appended(pcm, sizes)) for name, sizes in PATTERNS.items()}
+    # every way of appending it, the draft heard the same speech, to the same frame
+    assert len({heard for _, heard in drafts.values()}) == 1
+    pause = RATE * DRAFT_PAUSE_MS // 1000
+    for name, (sent, _) in drafts.items():
+        # out as soon as the append that completes the pause's frame is in: within
+        # one 20 ms unit of the pause (not the up-to-90 ms of 100 ms units), plus
+        # that append's own length
+        longest = max(PATTERNS[name])
+        assert speech_end + pause <= sent < speech_end + pause + 320 + longest, (name, sent)
 
 
 # -- the real model ------------------------------------------------------------------

@@ -12,7 +12,9 @@ do not wait for.
 ``heard`` is every ``hear_words`` call of every session's VAD, in order, and
 ``words_arrived`` is set on each (both on the event loop; a test gives it an
 event of its own loop), so a test can wait for the words before it sends more
-audio.
+audio. ``transcribed`` is the length of each audio the recogniser was given
+(samples at 16 kHz, on the listener's thread). The listener hears the audio in
+the cascade's units (``plugins.cascade.plugin.UNIT_MS``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from engines.stages import InProcessStage, Stage
 from plugins.base import Capabilities, Delta, PluginStatus, Progress, StagePlan, VadEvent
 from plugins.cascade import projection
 from plugins.cascade.listener import ListenerModel
+from plugins.cascade.plugin import UNIT_MS
 from plugins.cascade.vad import SileroVad
 from plugins.listen_think_speak import ListenThinkSpeakPlan
 from plugins.tone.words import pitch
@@ -40,12 +43,14 @@ NEUTRAL = "the capital of France"
 
 heard: list[str] = []
 words_arrived = asyncio.Event()
+transcribed: list[int] = []
 
 
 class PitchAsr:
     """Words by the pitch of the loudest 20 ms of the audio."""
 
     def transcribe(self, pcm16k: npt.NDArray[Any]) -> str:
+        transcribed.append(pcm16k.size)
         frames = pcm16k[: pcm16k.size // 320 * 320].reshape(-1, 320)
         loudest = frames[int(np.argmax(np.abs(frames.astype(np.int32)).sum(axis=1)))]
         hz = pitch(loudest, RATE)
@@ -69,7 +74,7 @@ class RecordingVad(SileroVad):
 
 class DraftingPlugin:
     def __init__(self) -> None:
-        self.capabilities = Capabilities("drafting", RATE, RATE, unit_ms=100,
+        self.capabilities = Capabilities("drafting", RATE, RATE, unit_ms=UNIT_MS,
                                          stage_names=("listen",))
         self.status = PluginStatus()
 

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from duplex.fence import Fence
+from engines import build_engine
 from engines.base import StageOutput, UnknownRequest
 from engines.in_process import InProcessEngine
-from engines.stages import StageResult
+from engines.stages import InProcessStage, StageResult
 from gateway.session_orchestrator import DuplexOrchestrator, request_id
 from orchestrator.base import StagePool
 
@@ -181,7 +182,9 @@ async def test_a_stuck_session_does_not_stall_another_sessions_outputs() -> None
     stuck = StuckFor("sess_a")
     orch = DuplexOrchestrator([
         StagePool([InProcessEngine(0, "listen", Accumulate())]),
-        StagePool([InProcessEngine(1, "speak", stuck, threads=2, max_pending_inputs=4)])])
+        # the bound as a plugin asks for it (the cascade's listener asks for more)
+        StagePool([build_engine(1, InProcessStage("speak", stuck, threads=2,
+                                                  max_pending_inputs=4))])])
     a, b = Sink(Fence("sess_a", 1, 0, 0)), Sink(Fence("sess_b", 1, 0, 0))
     orch.attach("sess_a", a)
     orch.attach("sess_b", b)
