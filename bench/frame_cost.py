@@ -37,6 +37,7 @@ import argparse
 import asyncio
 import base64
 import collections
+import gc
 import sys
 import tempfile
 import time
@@ -82,11 +83,13 @@ async def frames(redis_url: str, batches: int) -> str:
 
 class CallCount:
     """Every function call while on: Python ones by ``file:function``, built-ins
-    in all."""
+    by name; and the garbage collector's collections, by generation."""
 
     def __init__(self) -> None:
         self.python: collections.Counter[str] = collections.Counter()
         self.builtins = 0
+        self.builtin: collections.Counter[str] = collections.Counter()
+        self.collections = [0, 0, 0]  # by generation: what allocations cost beyond calls
         # of the Python calls, those of the tree's own code (not the event loop's,
         # the libraries' or the harness's): what a change to the tree moves
         self.own: collections.Counter[str] = collections.Counter()
@@ -100,22 +103,32 @@ class CallCount:
                 self.own[name] += 1
         elif event == "c_call":
             self.builtins += 1
+            self.builtin[getattr(arg, "__qualname__", None) or repr(arg)] += 1
+
+    def collected(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self.collections[info["generation"]] += 1
 
     def report(self, what: str, per: int, top: int) -> str:
         lines = [f"calls {what}: {sum(self.python.values()) / per:.1f} Python "
                  f"({self.own.total() / per:.1f} of the gateway's own), "
-                 f"{self.builtins / per:.1f} built-in"]
+                 f"{self.builtins / per:.1f} built-in; collections by generation "
+                 + " ".join(f"{n / per:.3f}" for n in self.collections)]
         lines += [f"  {n / per:9.2f}  {name}" for name, n in self.own.most_common(top)]
+        lines.append("  built-ins:")
+        lines += [f"  {n / per:9.2f}  {name}" for name, n in self.builtin.most_common(top)]
         return "\n".join(lines)
 
 
 async def counted(step: Any) -> CallCount:
     count = CallCount()
+    gc.callbacks.append(count.collected)
     sys.setprofile(count.hook)
     try:
         await step()
     finally:
         sys.setprofile(None)
+        gc.callbacks.remove(count.collected)
     return count
 
 
@@ -143,6 +156,8 @@ async def calls(redis_url: str, top: int) -> str:
             await s.until("response.done")
 
         await batch()  # warm: first-use imports and caches are not a frame's
+        gc.collect()  # and what is alive now frozen out of the collector's sight, as a
+        gc.freeze()  # served process does once ready (gateway/heap.py)
         per_frame = await counted(batch)
         await paced()
         per_paced = await counted(paced)

@@ -222,6 +222,8 @@ class WriteBatcher:
 
     async def _per_node(self, batch: Sequence[_Write]) -> list[Any]:
         """One pipeline per primary, sent together; replies in ``batch``'s order."""
+        if not self._nodes.clustered:  # one server: one pipeline, no write looked up
+            return await self._pipeline(self._nodes.for_key(batch[0].keys[0]), batch)
         groups: dict[int, list[int]] = {}
         nodes: dict[int, aioredis.Redis] = {}
         for i, w in enumerate(batch):
@@ -246,10 +248,12 @@ class WriteBatcher:
         if durable:
             commands.append(("WAIT", self._replica_acks, self._wait_ms))
         raw = await self._exchange(node, commands)
-        for r in raw:
+        replies = raw[:len(batch)]  # the WAIT's, if any, left out
+        for i, r in enumerate(raw):  # errors are rare: each reply looked at once
             if isinstance(r, rx.RedisError):
                 self._nodes.heard(r)
-        replies = [_reply(w.op, r) for w, r in zip(batch, raw, strict=False)]
+                if i < len(batch):
+                    replies[i] = _reply(batch[i].op, r)
         if durable:
             acked = int(raw[-1])
             if acked < self._replica_acks:

@@ -9,6 +9,7 @@ for every session of the process, each write with its own reply and error.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from typing import Any, cast
@@ -99,7 +100,8 @@ class RedisSessionStore(FleetStore):
 
     async def renew(self, session_id: str, owner: str, incarnation: int, now: float) -> None:
         sid = keys.checked_id(session_id)
-        await self.batch.write("renew", self._s.renew, [keys.meta(sid), _leases(sid)],
+        meta, _, leases = _streaming_keys(sid)
+        await self.batch.write("renew", self._s.renew, [meta, leases],
                                [sid, owner, incarnation, codec.num(now)])
 
     async def close_session(
@@ -237,9 +239,10 @@ class RedisSessionStore(FleetStore):
         sid = keys.checked_id(session_id)
         args, size = append_args(sid, owner, incarnation, events, max_len=max_len, now=now,
                                  epoch=epoch, turn_id=turn_id, trim_upto=trim_upto)
+        meta, journal, leases = _streaming_keys(sid)
         last: int = await self.batch.write(
             "append_events", self._s.append_events,
-            [keys.meta(sid), keys.journal(sid), _leases(sid)], args, durable=True, size=size)
+            [meta, journal, leases], args, durable=True, size=size)
         return last
 
     async def read_journal(
@@ -377,3 +380,11 @@ def append_args(sid: str, owner: str, incarnation: int, events: Sequence[tuple[i
 
 def _leases(sid: str) -> str:
     return keys.leases(keys.bucket_of(sid))
+
+
+@functools.lru_cache(maxsize=4096)
+def _streaming_keys(sid: str) -> tuple[str, str, str]:
+    """The keys a session's appends and renewals name (meta, journal, its bucket's
+    leases), each a CRC of the id and a few calls to build: named once a session,
+    not on every write (a few a second a session). Bounded: a few hundred KB."""
+    return keys.meta(sid), keys.journal(sid), _leases(sid)

@@ -26,6 +26,9 @@ class Renew:
 
 
 RENEW, RENEW_NOW = Renew(False), Renew(True)
+# an append's actions, nearly always (the VAD heard no edge, the plan submits
+# nothing): the one tuple, which the runner knows by identity
+ONLY_RENEW: tuple[Renew, ...] = (RENEW,)
 
 
 @dataclass(frozen=True, slots=True)

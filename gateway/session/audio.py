@@ -25,6 +25,7 @@ class SessionAudio:
         self.input_format: AudioFormat | None = None
         self.output_format: AudioFormat | None = None
         self._in = StreamResampler(AudioFormat.PCM16.rate, self.input_rate, QUALITY)
+        self._in_identity = self._in.identity  # the input is at the plugin's rate already
         self._out = StreamResampler(self.output_rate, AudioFormat.PCM16.rate, QUALITY)
         self.vad: pb.VoiceActivityDetector | None = None
         self._turn_detection: TurnDetection | None = None
@@ -35,6 +36,7 @@ class SessionAudio:
         if config.input_format != self.input_format:
             self.input_format = config.input_format
             self._in = StreamResampler(config.input_format.rate, self.input_rate, QUALITY)
+            self._in_identity = self._in.identity
         if config.output_format != self.output_format:
             self.output_format = config.output_format
             self._out = StreamResampler(self.output_rate, config.output_format.rate, QUALITY)
@@ -47,7 +49,9 @@ class SessionAudio:
     def decode(self, data: bytes) -> pb.Pcm:
         """Client audio in the session's input format → PCM at the plugin's rate."""
         assert self.input_format is not None
-        return self._in.process(from_wire(data, self.input_format))
+        pcm = from_wire(data, self.input_format)
+        # no resampler call when the rates agree (50 appends a second a session)
+        return pcm if self._in_identity else self._in.process(pcm)
 
     def hear(self, pcm: pb.Pcm) -> tuple[pb.VadEvent, ...]:
         """What the VAD makes of the user's ``pcm``: speech starts and stops."""

@@ -123,7 +123,7 @@ class SessionHandle:
     # -- what the orchestrator may (``gateway.session_orchestrator.SessionSink``) ---------
 
     def current_fence(self) -> Fence:
-        return self.machine.fence
+        return self.machine.core.fence  # asked for every stage output: one call, not two
 
     def on_stage_output(self, out: StageOutput) -> None:
         assert out.result is not None

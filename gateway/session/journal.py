@@ -83,6 +83,7 @@ class Journal:
         self._recent: deque[tuple[float, int, str]] = deque()  # (time, seq, text)
         self._recent_bytes = 0
         self._fenced = _Fenced()
+        self._event_id = f"event_{ownership.session_id[-8:]}_"  # then the seq
 
     @property
     def uncertain(self) -> bool:
@@ -97,29 +98,34 @@ class Journal:
     def session_id(self) -> str:
         return self.ownership.session_id
 
-    def _stamp(self, events: Sequence[Event]) -> list[tuple[int, Outbound]]:
-        stamped: list[tuple[int, Outbound]] = []
-        seq = self.last_seq
+    def _stamp(self, events: Sequence[Event]) -> tuple[list[Outbound], list[tuple[int, str]]]:
+        """``events`` (those of the client's dialect) stamped and serialised: what to
+        send, and the (seq, text) pairs to append, in one pass (a few a reply chunk)."""
+        stamped: list[Outbound] = []
+        batch: list[tuple[int, str]] = []
+        seq, event_id, beta = self.last_seq, self._event_id, self._beta
         for ev in events:
-            wire = to_beta(ev) if self._beta else ev
+            wire = to_beta(ev) if beta else ev
             if wire is None:
                 continue
             seq += 1
-            wire = {"event_id": f"event_{self.session_id[-8:]}_{seq}", **wire,
-                    "server_event_seq": seq}
-            stamped.append((seq, Outbound(dumps(wire), wire["type"], wire)))
-        return stamped
+            wire = {"event_id": f"{event_id}{seq}", **wire, "server_event_seq": seq}
+            text = dumps(wire)
+            stamped.append(Outbound(text, wire["type"], wire))
+            batch.append((seq, text))
+        return stamped, batch
 
     async def write(self, events: Sequence[Event], fence: Fence) -> list[Outbound]:
         """Stamp and append ``events`` (those of the client's dialect), then what to
         send. Raises ``StoreUnavailable`` (then ``uncertain``: it may have landed)
         and ``LeaseLost``; call ``landed`` before the next write when uncertain."""
-        stamped = self._stamp(events)
+        stamped, batch = self._stamp(events)
         if not stamped:
             return []
         now = self._clock.wall()
-        batch = [(seq, out.text) for seq, out in stamped]
-        sizes = [utf8_size(text) for _, text in batch]
+        # utf8_size's, inline: the bytes Redis holds for each event
+        sizes = [len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+                 for _, text in batch]
         trim = self._trim_point(now, sum(sizes))
         with self._fenced:
             try:
@@ -128,14 +134,14 @@ class Journal:
                 if exc.code != "journal_gap":
                     raise
                 await self._append(await self._taken_back(exc) + batch, now, trim, fence)
-        self.last_seq = stamped[-1][0]
+        self.last_seq = batch[-1][0]
         while self._window and trim is not None and self._window[0][1] <= trim:
             self._window_bytes -= self._window.popleft()[2]
-        for (seq, out), size in zip(stamped, sizes, strict=True):
+        for (seq, text), size in zip(batch, sizes, strict=True):
             self._window.append((now, seq, size))
             self._window_bytes += size
-            self._keep(now, seq, out.text)
-        return [out for _, out in stamped]
+            self._keep(now, seq, text)
+        return stamped
 
     async def _append(self, batch: list[tuple[int, str]], now: float, trim: int | None,
                       fence: Fence) -> None:

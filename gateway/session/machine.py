@@ -35,6 +35,7 @@ from duplex.session import SessionCore
 from duplex.tools import ToolSet
 from gateway.metrics import Metrics
 from gateway.session.actions import (
+    ONLY_RENEW,
     RENEW,
     RENEW_NOW,
     Abort,
@@ -65,7 +66,6 @@ from plugins import base as pb
 DEFAULT_PREFIX_MS = 300  # speech kept for a barge-in's new epoch without server VAD
 # the commands that start new work in the store: refused while it is full
 NEW_WORK = (c.CreateResponse, c.CreateItem, c.UpdateSession, c.CommitInput)
-ONLY_RENEW: tuple[Action, ...] = (RENEW,)  # an append's, nearly always
 
 
 def _never() -> bool:
@@ -104,11 +104,21 @@ class SessionMachine:
         audio after its turn's end was acted on; a new epoch's submissions follow
         the abort of the old one's). Raises ``DuplexError`` for a command the session
         refuses (an append's at once; others' as their actions are asked for)."""
-        match item:
-            case c.AppendAudio():  # 50 a second a session: a call, no generator
-                return self._append(item.audio)
-            case _:
-                return self._take(item)
+        if not isinstance(item, c.AppendAudio):
+            return self._take(item)
+        # An append (50 a second a session: this call, no other, and no generator
+        # unless the VAD heard an edge): decoded and heard now; the lease renewal its
+        # client's activity asks for (the runner's to skip while none is due), then
+        # what the VAD heard, then the plan's submissions.
+        pcm = self.audio.decode(item.audio)
+        if not len(pcm):
+            return ONLY_RENEW
+        self.core.audio_appended(1000.0 * len(pcm) / self.audio.input_rate)
+        heard = self.audio.hear(pcm)
+        if heard:  # rarely: its effects must be acted on before the plan hears the audio
+            return self._heard(pcm, heard)
+        submissions = self.plan.audio(pcm, self._view)
+        return (RENEW, Submit(self.core.fence, submissions)) if submissions else ONLY_RENEW
 
     def _take(self, item: Any) -> Iterator[Action]:
         match item:
@@ -182,22 +192,6 @@ class SessionMachine:
             case _:
                 apply_command(self.core, cmd)
         yield from self._effects()
-
-    def _append(self, data: bytes) -> Iterable[Action]:
-        """An append's actions: decoded and heard now; the lease renewal its client's
-        activity asks for (the runner's to skip while none is due), then what the
-        VAD heard, then the plan's submissions.
-        Actions as a tuple unless the VAD heard a speech start or stop (rarely):
-        its effects must be acted on before the plan hears the audio."""
-        pcm = self.audio.decode(data)
-        if not len(pcm):
-            return ONLY_RENEW
-        self.core.audio_appended(1000.0 * len(pcm) / self.audio.input_rate)
-        heard = self.audio.hear(pcm)
-        if heard:
-            return self._heard(pcm, heard)
-        submissions = self.plan.audio(pcm, self._view)
-        return (RENEW, Submit(self.core.fence, submissions)) if submissions else ONLY_RENEW
 
     def _heard(self, pcm: pb.Pcm, heard: Sequence[pb.VadEvent]) -> Iterator[Action]:
         yield RENEW

@@ -113,15 +113,36 @@ class _Reader:
         self.let_go = False  # the socket stopped serving the session
 
     def take(self, frame: Frame) -> bool:
-        """A frame straight from the socket: taken unless the loop must act on it
-        (a late command, a replaced socket, a hang-up)."""
+        """A frame straight from the socket, taken unless the loop must act on it (a
+        late command, a replaced socket, a hang-up: False). Never waits, and total:
+        whatever the frame holds, the session lives. A hang-up is kept in
+        ``hangup``, not acted on. One call a frame (50 a second a session)."""
         session = self.session
         if session.closed.is_set() or not session.serves(self.attachment):
             return False
-        return self._take(frame) is None
+        attachment = self.attachment
+        try:
+            parsed = self.codec.parse(frame)
+            if isinstance(parsed, Hangup):
+                self.hangup = parsed
+                return False
+            if attachment.unconfirmed:
+                attachment.unconfirmed = False
+                session.confirm_token(attachment.generation)
+            if isinstance(parsed, c.Command):  # nearly every frame: audio
+                attachment.submit(parsed)
+            else:
+                self._control(parsed)
+        except Exception:  # a bug of ours on one frame: that frame fails, not the session
+            attachment.warnings.warning("failed", "%s: a client message failed",
+                                        attachment.name, exc_info=True)
+            session.report(DuplexError("the server failed to handle this message",
+                                       code="internal_error"))
+        return True
 
     async def handle(self, frame: Frame) -> bool:
         """A frame ``take`` declined; False: stop reading."""
+        self.hangup = None  # a hang-up counts only where the session takes it (below)
         session = self.session
         if not session.serves(self.attachment):
             if session.dropped(self.attachment):
@@ -131,30 +152,7 @@ class _Reader:
         if session.closed.is_set():
             await self._late(frame)
             return True
-        self.hangup = self._take(frame)
-        return self.hangup is None
-
-    def _take(self, frame: Frame) -> Hangup | None:
-        """One frame for an open session (never waits); a hang-up is returned, not
-        acted on. Total: whatever the frame holds, the session lives."""
-        attachment = self.attachment
-        try:
-            parsed = self.codec.parse(frame)
-            if isinstance(parsed, Hangup):
-                return parsed
-            if attachment.unconfirmed:
-                attachment.unconfirmed = False
-                self.session.confirm_token(attachment.generation)
-            if isinstance(parsed, c.Command):  # nearly every frame: audio
-                attachment.submit(parsed)
-            else:
-                self._control(parsed)
-        except Exception:  # a bug of ours on one frame: that frame fails, not the session
-            attachment.warnings.warning("failed", "%s: a client message failed",
-                                        attachment.name, exc_info=True)
-            self.session.report(DuplexError("the server failed to handle this message",
-                                            code="internal_error"))
-        return None
+        return self.take(frame)  # open and served: declined only for a hang-up
 
     def _control(self, parsed: Control) -> None:
         attachment = self.attachment

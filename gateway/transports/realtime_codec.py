@@ -28,7 +28,8 @@ class RealtimeCodec:
     def parse(self, frame: Frame) -> Inbound:
         try:
             if isinstance(frame, str):
-                return wire.decode_command(frame, max_bytes=self.max_bytes)
+                # wire.decode_command, unrolled: every client frame
+                return c.parse_command(wire.decode_json(frame, max_bytes=self.max_bytes))
             # Extension: binary frames are raw audio in the session's input format.
             if len(frame) > self.max_bytes:
                 raise InvalidRequest(f"message of {len(frame)} bytes exceeds the "
