@@ -3,7 +3,7 @@ through the real thinker, once per candidate call sentence and call bias: a
 fast way to try a wording before the full quiz (``bench/tool_quiz.py --text``).
 
 Usage: .venv/bin/python bench/call_replay.py [--only 23,28,12] [--candidates shipped,before]
-       [--threads N]
+       [--threads N] [--as-written] [--xfail]
 
 No gateway, no session: ``ThinkerAdapter`` plans each payload the way the
 typed quiz makes the session send it (the first request with the tools, as a
@@ -23,6 +23,17 @@ printed as ``<`` the 40th's.
 A candidate is a name in ``CANDIDATES``: the sentence that replaces
 ``tool_calls._NUDGE`` in the tools' prompt and the ``CALL_BIAS`` a request's
 reply gets (the reply to a tool's output keeps ``RESULT_BIAS``).
+``--as-written`` passes the calls on as the model wrote them, an optional
+free-text argument nobody said included (the thinker before
+``plugins.cascade.unsaid``): the same replay before and after that rule.
+
+``--xfail`` replays, instead of the quiz, the conversation of
+``tests/llamacpp/test_thinker_tools.py``'s strict xfail on that test's tools
+(AF22 looked up, its result said, then "And flight UA 902?").
+
+Each candidate ends with the quiz's rows: right tool and arguments, no call
+where none fits, invented results, follow-ups using the result, requests
+whose reply to a result called again.
 """
 
 from __future__ import annotations
@@ -32,14 +43,17 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
-from tool_requests import CONVERSATIONS, TOOLS, Ask  # noqa: E402
+import tool_score  # noqa: E402
+from tool_requests import CONVERSATIONS, TOOLS, Ask, flight  # noqa: E402
 from tool_score import Call, check_call, invented, used  # noqa: E402
 
 from duplex import effects as fx  # noqa: E402
@@ -70,9 +84,57 @@ CANDIDATES: dict[str, tuple[str, float]] = {
 }
 # Hamlet, Good morning, LH 400, KL 1001 then UA 902, jazz, and plain tool requests
 HARD = (23, 28, 12, 30, 15, 0, 5, 10, 18)
+# --xfail: tests/llamacpp/test_thinker_tools.py's strict xfail, on that test's
+# tools (terse descriptions, no examples): AF22 looked up and its result said,
+# then "And flight UA 902?" (answered from AF22's result, no call)
+TEST_TOOLS: list[dict[str, Any]] = [
+    {"type": "function", "name": "get_weather", "description": "Get the current weather in a city.",
+     "parameters": {"type": "object", "properties": {
+         "location": {"type": "string", "description": "The city"},
+         "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+         "required": ["location", "unit"]}},
+    {"type": "function", "name": "lookup_flight",
+     "description": "Look up a flight's status by its number.",
+     "parameters": {"type": "object", "properties": {"number": {"type": "string"}},
+                    "required": ["number"]}},
+    {"type": "function", "name": "set_timer", "description": "Start a countdown timer.",
+     "parameters": {"type": "object", "properties": {"minutes": {"type": "integer"}},
+                    "required": ["minutes"]}},
+]
+XFAIL = [flight("Look up flight AF 22, please.", "AF22"), flight("And flight UA 902?", "UA902")]
+XFAIL = [Ask(a.say, a.tool, {"number": a.args["flight_number"]}, a.result, a.uses)
+         for a in XFAIL]  # its key is "number" (compared as written: "UA 902" is a miss)
 ROUNDS = 3
 PROBE_TOKENS = 40
 UNKNOWN = {"error": "nothing found for that request"}
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One request replayed: the quiz's verdicts on it, and its printed line."""
+
+    ask: Ask
+    right: bool  # the right call (or none) and no result stated before one came
+    invented: bool
+    used: bool | None  # the follow-up said the result (None: no right call)
+    again: bool  # the reply to a result called again
+    line: str
+
+
+def tally(scored: Sequence[Scored]) -> str:
+    """The quiz's rows over ``scored``."""
+    n: Counter[str] = Counter()
+    for s in scored:
+        n[s.ask.kind] += 1
+        n[f"{s.ask.kind} right"] += s.right
+        n["invented"] += s.invented
+        n["followed"] += s.used is not None
+        n["used"] += bool(s.used)
+        n["again"] += s.again
+    return (f"right tool+args {n['tool right']}/{n['tool']}, no call where none fits "
+            f"{n['no tool right']}/{n['no tool']}, invented results {n['invented']}, "
+            f"follow-ups using the result {n['used']}/{n['followed']}, "
+            f"called again after a result {n['again']}")
 
 
 class Replayer:
@@ -139,9 +201,8 @@ class Replayer:
         fence = self.state.fence.with_turn(self.turn)
         return self.send(fx.StartResponse(fence, f"resp_{self.turn}", None))
 
-    def conversation(self, asks: Sequence[Ask], tools: Any) -> list[tuple[bool, str]]:
-        """Each request typed and answered: whether its call (or none) was right,
-        and its line."""
+    def conversation(self, asks: Sequence[Ask], tools: Any) -> list[Scored]:
+        """Each request typed and answered, and scored."""
         self.state = self.adapter.open(Fence(f"replay-{time.monotonic_ns()}", 0, 0, 0))
         self.context, self.turn, self.probes = "", 0, []
         lines = []
@@ -161,8 +222,11 @@ class Replayer:
                 again += rounds_calls
                 if not rounds_calls:
                     break
-            right = check_call(ask, calls) is None and not invented(ask, spoken)
-            lines.append((right, self.line(ask, spoken, calls, followup, again, first)))
+            called_right = ask.tool is not None and check_call(ask, calls) is None
+            lines.append(Scored(ask, check_call(ask, calls) is None and not invented(ask, spoken),
+                                invented(ask, spoken),
+                                used(ask, followup) if called_right else None, bool(again),
+                                self.line(ask, spoken, calls, followup, again, first)))
         return lines
 
     def line(self, ask: Ask, spoken: str, calls: list[Call], followup: str,
@@ -184,22 +248,25 @@ class Replayer:
                 f"\n      {what}")
 
 
-def run(server: Any, names: list[str], numbers: list[int]) -> None:
-    tools = toolset(parse_tools(TOOLS, "tools"), ToolChoice("auto"), "tools")
+def run(server: Any, names: list[str], numbers: list[int], *, xfail: bool = False) -> None:
+    spec = TEST_TOOLS if xfail else TOOLS
+    tools = toolset(parse_tools(spec, "tools"), ToolChoice("auto"), "tools")
+    tool_score.SCHEMAS.update({t["name"]: t["parameters"] for t in spec})
     shipped = (tc._NUDGE, tc.CALL_BIAS)
     replayer = Replayer(server)
     for name in names:
         tc._NUDGE, tc.CALL_BIAS = CANDIDATES[name]
         t0 = time.monotonic()
         print(f"\n{name}: bias {tc.CALL_BIAS:+.1f}, {tc._NUDGE!r}", flush=True)
-        right = asked = 0
+        scored: list[Scored] = []
         for n in numbers:
-            for ok, text in replayer.conversation(CONVERSATIONS[n], tools):
-                right, asked = right + ok, asked + 1
-                print(f"  #{n}{text}", flush=True)
-        print(f"  {name}: {right}/{asked} requests right ({time.monotonic() - t0:.0f} s; "
-              f"load average "
-              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())})", flush=True)
+            for one in replayer.conversation(XFAIL if xfail else CONVERSATIONS[n], tools):
+                scored.append(one)
+                print(f"  #{n}{one.line}", flush=True)
+        print(f"  {name}: {sum(s.right for s in scored)}/{len(scored)} requests right "
+              f"({time.monotonic() - t0:.0f} s; load average "
+              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())})\n  {name}: {tally(scored)}",
+              flush=True)
     tc._NUDGE, tc.CALL_BIAS = shipped
 
 
@@ -210,7 +277,14 @@ def main() -> None:
     parser.add_argument("--candidates", default=",".join(CANDIDATES),
                         help="names from CANDIDATES (default: all: %(default)s)")
     parser.add_argument("--threads", type=int, help="llama.cpp threads (default: the plugin's)")
+    parser.add_argument("--as-written", action="store_true",
+                        help="keep optional free text nobody said in the calls (the thinker "
+                             "before plugins.cascade.unsaid)")
+    parser.add_argument("--xfail", action="store_true",
+                        help="tests/llamacpp's strict xfail (AF22, then UA 902) on its tools")
     args = parser.parse_args()
+    if args.as_written:
+        tc.without_unsaid = lambda arguments, schema, said: arguments  # type: ignore[assignment]
     from engines.llamacpp_server import ServerConfig, start_server
     from plugins.cascade.llm import LlmChoice
 
@@ -219,14 +293,16 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown candidates {unknown}; known: {', '.join(CANDIDATES)}")
     numbers = [int(n) for n in args.only.split(",")] if args.only else list(HARD)
+    numbers = [-1] if args.xfail else numbers
     choice = LlmChoice.from_env({})
     threads = args.threads or choice.threads
     server = start_server(ServerConfig(choice.prepare(lambda _: None), n_ctx=4096, parallel=1,
                                        threads=threads, batch_threads=threads))
     print(f"bench/call_replay.py  {time.strftime('%Y-%m-%d %H:%M:%S')}  conversations "
-          f"{numbers}, threads {threads}; load average "
+          f"{numbers}, threads {threads}, calls {'as written' if args.as_written else 'said'}; "
+          f"load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
-    run(server, names, numbers)
+    run(server, names, numbers, xfail=args.xfail)
 
 
 if __name__ == "__main__":

@@ -68,7 +68,8 @@ result). A call in the streamed reply is held, never spoken; at the reply's
 end each call goes out as a ``ToolCall`` after the reply's words and before
 its ``last`` clause, and the assistant turn is kept as the model wrote it
 (words and ``<tool_call>`` blocks), so a later ``function_call_output``
-follows on. Words after a call are dropped.
+follows on. Words after a call are dropped, and so is an optional free-text
+argument nobody said (``plugins.cascade.unsaid``), from the call and the turn.
 
 The plugin declares the stage (``plugins.cascade.llm``: a ``LlamaCppStage``
 with ``LLAMACPP_SAMPLING``, or a ``ResumableLlmStage`` with ``ENGINE_ARGS`` and
@@ -84,7 +85,7 @@ from typing import Any
 from duplex import effects as fx
 from duplex.events import Event
 from duplex.fence import Fence
-from duplex.tools import NO_TOOLS, ToolSet
+from duplex.tools import NO_TOOLS, Tool, ToolSet
 from engines.stages import PromptChunk, StageResult
 from plugins.base import Context, history_item
 from plugins.cascade import tool_calls as tc
@@ -161,7 +162,8 @@ CHATML = ChatMarkup()
 class _Tag:
     seq: int  # the chunk's place in the request
     turn_id: int
-    callable: tuple[str, ...] = ()  # the tools this reply may call
+    callable: tuple[Tool, ...] = ()  # the tools this reply may call
+    said: str = ""  # what its calls' optional free text may take (tc.made_calls)
     max_calls: int = tc.MAX_CALLS  # how many (one where parallel_tool_calls is false)
     detached: bool = False  # beside the conversation: its reply is not recorded
 
@@ -353,8 +355,7 @@ class ThinkerAdapter:
         """A reply; ``tools`` decides what it may call (and the grammar of a
         call, which a guess at this chunk then carries too, so it adopts);
         ``said``, the user's words, which examples its arguments may take."""
-        tag = replace(tag, callable=tuple(t.name for t in tools.callable),
-                      max_calls=tc.max_calls(tools))
+        tag = replace(tag, callable=tools.callable, said=said, max_calls=tc.max_calls(tools))
         max_tokens = self.max_reply_tokens
         if tag.callable:
             max_tokens = max(max_tokens, MAX_CALL_REPLY_TOKENS)
@@ -454,7 +455,7 @@ class ThinkerAdapter:
         tag = reply.tag
         rest = reply.splitter.finish()
         reply.spoken.append(rest)
-        calls = [c for c in reply.parser.calls if c.name in tag.callable][:tag.max_calls]
+        calls = tc.made_calls(reply.parser.calls, tag.callable, tag.said, tag.max_calls)
         if not calls:
             if not tag.detached:
                 self._record_reply(state, tag.seq, "".join(reply.spoken).strip())

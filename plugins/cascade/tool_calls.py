@@ -49,6 +49,7 @@ from typing import Any
 from duplex.tools import Tool, ToolSet
 from plugins.base import HistoryItem
 from plugins.cascade.grammar import call_grammar
+from plugins.cascade.unsaid import without_unsaid
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 BARE = '{"name"'  # a call without its tags, as small models often write one
@@ -153,6 +154,18 @@ def said(instructions: str, turns: Iterable[tuple[str, str]]) -> str:
     user's words and the tools' outputs, facts the client gave), not the
     assistant's (its own earlier calls may have taken the example already)."""
     return "\n".join([instructions, *(text for role, text in turns if role == "user")])
+
+
+def made_calls(calls: Iterable[ParsedCall], tools: Sequence[Tool], said: str,
+               most: int) -> list[ParsedCall]:
+    """The calls a reply makes of those the model wrote: the first ``most`` to
+    one of ``tools``, each without the optional free text that ``said`` (this
+    module's ``said``) never said (``unsaid``: "Play some pop music." was
+    ``play_music(artist "The Beatles", genre pop)``)."""
+    schemas = {t.name: t.parameters for t in tools}
+    made = [c for c in calls if c.name in schemas][:most]
+    return [ParsedCall(c.name, without_unsaid(c.arguments, schemas[c.name], said))
+            for c in made]
 
 
 def max_calls(toolset: ToolSet) -> int:

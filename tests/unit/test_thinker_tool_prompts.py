@@ -336,3 +336,26 @@ def test_the_instructions_and_a_tools_output_count_as_said() -> None:
     assert grammar_of(plan(a, s, start(1))).matches(_city_call("Paris"))
     detached = plan(a, s, replace(start(2), input=()))
     assert not grammar_of(detached).matches(_city_call("Paris"))  # only its own items
+
+
+MUSIC = Tool("play_music", "Play music by artist, genre, or both.", {
+    "type": "object", "properties": {
+        "artist": {"type": "string"}, "genre": {"type": "string", "enum": ["jazz", "pop"]}}})
+
+
+def _music_call(**args: str) -> str:
+    return f'{{"name": "play_music", "arguments": {json.dumps(args)}}}'
+
+
+def test_an_artist_nobody_named_is_left_out_of_the_call_and_the_context() -> None:
+    """The tool quiz: "While I wait, play some pop music." was called with
+    artist "The Beatles"; a named artist stays."""
+    a, s, _ = session(ToolSet((MUSIC,)))
+    chunk = plan(a, s, UserTurn(1, "i1", "While I wait, play some pop music.", True))
+    [call, end] = stream(a, s, chunk, [_music_call(artist="The Beatles", genre="pop")])
+    assert isinstance(call, ToolCall) and json.loads(call.arguments) == {"genre": "pop"}
+    assert isinstance(end, Clause) and end.last
+    assert "Beatles" not in s.messages[-1].text and '"genre": "pop"' in s.messages[-1].text
+    chunk = plan(a, s, UserTurn(2, "i2", "Now something by the beatles.", True))
+    [call, _] = stream(a, s, chunk, [_music_call(artist="The Beatles")])
+    assert json.loads(call.arguments) == {"artist": "The Beatles"}
