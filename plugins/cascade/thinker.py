@@ -89,6 +89,8 @@ from duplex.tools import NO_TOOLS, Tool, ToolSet
 from engines.stages import PromptChunk, StageResult
 from plugins.base import Context, history_item
 from plugins.cascade import tool_calls as tc
+from plugins.cascade.chat_markup import CHATML as CHATML  # re-exported: it lived here
+from plugins.cascade.chat_markup import ChatMarkup
 from plugins.cascade.clauses import ClauseSplitter as ClauseSplitter  # re-exported: it lived here
 from plugins.cascade.clauses import clean_markdown as clean_markdown  # re-exported
 from plugins.cascade.payloads import Clause, Draft, ToolCall, UserTurn
@@ -122,37 +124,6 @@ LLAMACPP_SAMPLING: dict[str, Any] = {"temperature": 0.0}
 # VLLM_CPU_KVCACHE_SPACE (GiB), when set, overrides kv_cache_memory_bytes.
 ENGINE_ARGS: dict[str, Any] = {"dtype": "bfloat16", "max_model_len": 4096,
                                "enforce_eager": True, "kv_cache_memory_bytes": 1 << 30}
-
-
-# -- ChatML ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ChatMarkup:
-    """The turn markers of the model's chat template (ChatML for SmolLM2)."""
-
-    start: str = "<|im_start|>"
-    end: str = "<|im_end|>"
-    specials: tuple[str, ...] = ("<|im_start|>", "<|im_end|>", "<|endoftext|>")
-
-    def turn(self, role: str, text: str) -> str:
-        return f"{self.start}{role}\n{text}{self.end}\n"
-
-    def opening(self, role: str) -> str:
-        return f"{self.start}{role}\n"
-
-    @property
-    def closing(self) -> str:
-        return f"{self.end}\n"
-
-    def scrub(self, text: str) -> str:
-        """Text from outside (a transcript, a client) must not forge markers."""
-        for marker in self.specials:
-            text = text.replace(marker, "")
-        return text
-
-
-CHATML = ChatMarkup()
 
 
 # -- the adapter ---------------------------------------------------------------------
