@@ -99,11 +99,6 @@ def _constant(name: str) -> object:
 _DECODER = json.JSONDecoder(parse_int=_int, parse_float=_float, parse_constant=_constant)
 
 
-def utf8_size(text: str) -> int:
-    """The bytes ``text`` takes as UTF-8 (without encoding it when it is ASCII)."""
-    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
-
-
 def too_deep(text: str) -> bool:
     """Whether ``text`` nests arrays/objects deeper than ``MAX_DEPTH`` (brackets
     inside strings do not count), found without recursion."""
@@ -175,7 +170,7 @@ def _plain(value: object) -> bool:
 
 def decode_json(text: str, *, max_bytes: int) -> object:
     """The JSON value of one client text frame, within every limit above."""
-    # utf8_size, inline: every client frame comes here
+    # its UTF-8 size, without encoding ASCII: every client frame comes here
     size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
     if size > max_bytes:
         raise InvalidRequest(f"message of {size} bytes exceeds the {max_bytes}-byte limit",
