@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 from effect_helpers import commit, discard
+from pcm_sizes import in_sizes
 
 from duplex.fence import Fence
 from duplex.tools import ToolSet
@@ -360,16 +361,6 @@ class View:
         return ()
 
 
-def appended(pcm: Pcm, sizes: list[int]) -> list[Pcm]:
-    """``pcm`` as a client's appends of ``sizes`` samples in turn, repeated."""
-    out, start, i = [], 0, 0
-    while start < pcm.size:
-        out.append(pcm[start:start + sizes[i % len(sizes)]])
-        start += sizes[i % len(sizes)]
-        i += 1
-    return out
-
-
 def drafted_at(appends: list[Pcm]) -> tuple[int, int]:
     """Through the cascade's plan and listener: (samples appended when the pause
     drafted, samples the draft transcribed)."""
@@ -394,7 +385,7 @@ PATTERNS = {"20 ms": [320], "bursts": [85, 171, 85, 341, 85, 85, 256, 640],
 def test_a_pause_drafts_on_its_frame_whatever_the_phase_or_the_appends(lead_ms: int) -> None:
     speech_end = RATE * (300 + lead_ms + 800) // 1000
     pcm = np.concatenate((silence(300 + lead_ms), tone(800), silence(400)))
-    drafts = {name: drafted_at(appended(pcm, sizes)) for name, sizes in PATTERNS.items()}
+    drafts = {name: drafted_at(in_sizes(pcm, sizes)) for name, sizes in PATTERNS.items()}
     # every way of appending it, the draft heard the same speech, to the same frame
     assert len({heard for _, heard in drafts.values()}) == 1
     pause = RATE * DRAFT_PAUSE_MS // 1000

@@ -8,6 +8,7 @@ from types import ModuleType
 import numpy as np
 import numpy.typing as npt
 import pytest
+from pcm_sizes import in_sizes
 
 from duplex.config import AudioFormat
 from duplex.errors import InvalidRequest
@@ -261,15 +262,6 @@ def test_telephone_round_trip_keeps_a_tone(fmt: AudioFormat) -> None:
 # -- streaming resampler -------------------------------------------------------
 
 
-def _chunks(signal: npt.NDArray[np.int16], sizes: list[int]) -> list[npt.NDArray[np.int16]]:
-    out, start, i = [], 0, 0
-    while start < signal.size:
-        out.append(signal[start : start + sizes[i % len(sizes)]])
-        start += sizes[i % len(sizes)]
-        i += 1
-    return out
-
-
 @pytest.mark.parametrize(("in_rate", "out_rate"),
                          [(8000, 24000), (24000, 8000), (16000, 24000), (24000, 22050)])
 @pytest.mark.parametrize("sizes", [[160], [480], [7, 1000, 33], [1]], ids=str)
@@ -281,7 +273,7 @@ def test_streaming_matches_one_shot(in_rate: int, out_rate: int, sizes: list[int
     signal = _sine(440, seconds, in_rate) + rng.integers(-500, 500, int(seconds * in_rate),
                                                          dtype=np.int16)
     resampler = audio.StreamResampler(in_rate, out_rate, quality)
-    parts = [resampler.process(chunk) for chunk in _chunks(signal, sizes)]
+    parts = [resampler.process(chunk) for chunk in in_sizes(signal, sizes)]
     streamed = np.concatenate([*parts, resampler.flush()])
     one_shot = audio.resample(signal, in_rate, out_rate, quality)
     assert streamed.dtype == np.int16
